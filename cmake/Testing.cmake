@@ -1,0 +1,17 @@
+# ppolab_test(NAME SOURCES a.cpp b.cpp LIBS lib1 lib2 LABELS unit|oracle|smoke)
+# Every test goes through this helper: one executable per test file group,
+# registered with CTest, run from the repository root so fixtures resolve.
+function(ppolab_test name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main ppolab_flags)
+  add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  if(NOT T_LABELS)
+    set(T_LABELS unit)
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 600)
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
+    ENVIRONMENT "PPOLAB_SOURCE_DIR=${CMAKE_SOURCE_DIR};PPOLAB_BINARY=$<TARGET_FILE:ppolab>")
+endfunction()

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Install, build, and run the test suite (unit, oracle and CLI smoke tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install.sh
+scripts/build.sh
+cd build
+ctest --output-on-failure -j"$(nproc)" "$@"

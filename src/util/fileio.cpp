@@ -1,0 +1,85 @@
+#include "util/fileio.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "util/error.h"
+
+namespace ppolab {
+
+std::string read_file(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("cannot open '", path.string(), "': ", std::strerror(errno));
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) fail("read error in '", path.string(), "'");
+    return bytes;
+}
+
+static void write_all(int fd, const char* data, size_t size, const fs::path& tmp) {
+    while (size > 0) {
+        ssize_t n = ::write(fd, data, size);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            int err = errno;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            fail("cannot write '", tmp.string(), "': ", std::strerror(err),
+                 err == ENOSPC ? " (the disk is full; nothing already written was changed)" : "");
+        }
+        data += n;
+        size -= static_cast<size_t>(n);
+    }
+}
+
+void write_file_atomic(const fs::path& path, std::string_view bytes, Overwrite mode) {
+    if (mode == Overwrite::refuse && fs::exists(path))
+        fail("refusing to overwrite existing file '", path.string(), "'");
+    fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) fail("cannot create folder '", dir.string(), "': ", ec.message());
+    std::random_device rd;
+    fs::path tmp = dir / ("." + path.filename().string() + ".tmp" + std::to_string(rd()));
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) fail("cannot create '", tmp.string(), "': ", std::strerror(errno));
+    write_all(fd, bytes.data(), bytes.size(), tmp);
+    if (::fsync(fd) != 0) {
+        int err = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        fail("cannot flush '", tmp.string(), "': ", std::strerror(err));
+    }
+    ::close(fd);
+    if (mode == Overwrite::refuse) {
+        // link() fails if the target exists: no window where a finished file is replaced.
+        if (::link(tmp.c_str(), path.c_str()) != 0) {
+            int err = errno;
+            ::unlink(tmp.c_str());
+            fail("cannot create '", path.string(), "': ", std::strerror(err));
+        }
+        ::unlink(tmp.c_str());
+    } else if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        int err = errno;
+        ::unlink(tmp.c_str());
+        fail("cannot rename '", tmp.string(), "' to '", path.string(), "': ", std::strerror(err));
+    }
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        ::fsync(dfd);
+        ::close(dfd);
+    }
+}
+
+void create_new_directory(const fs::path& path) {
+    if (fs::exists(path)) fail("refusing to reuse existing folder '", path.string(), "'");
+    std::error_code ec;
+    fs::create_directories(path, ec);
+    if (ec) fail("cannot create folder '", path.string(), "': ", ec.message());
+}
+
+}  // namespace ppolab

@@ -1,0 +1,31 @@
+// json.h — nlohmann::json plus readers that name the file and field on error.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "util/fileio.h"
+
+namespace ppolab {
+
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+// Parses text; `where` (a file name) is named in the error.
+json parse_json(std::string_view text, std::string_view where);
+json read_json_file(const fs::path& path);
+// Pretty JSON (2 spaces, trailing newline), written atomically.
+void write_json_atomic(const fs::path& path, const json& value, Overwrite mode = Overwrite::refuse);
+void write_json_atomic(const fs::path& path, const ordered_json& value, Overwrite mode = Overwrite::refuse);
+
+// Field access with errors like: "config.json: field 'hidden_size' must be an
+// integer, got string".
+const json& json_field(const json& obj, std::string_view key, std::string_view where);
+int64_t json_int(const json& obj, std::string_view key, std::string_view where);
+double json_number(const json& obj, std::string_view key, std::string_view where);
+bool json_bool(const json& obj, std::string_view key, std::string_view where);
+std::string json_string(const json& obj, std::string_view key, std::string_view where);
+
+}  // namespace ppolab

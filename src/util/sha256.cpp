@@ -1,0 +1,60 @@
+#include "util/sha256.h"
+
+#include <openssl/evp.h>
+
+#include <fstream>
+#include <vector>
+
+#include "util/error.h"
+
+namespace ppolab {
+
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+    if (!ctx_ || EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr) != 1)
+        fail("sha256: cannot initialise OpenSSL digest");
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+
+void Sha256::update(const void* data, size_t size) {
+    if (size && EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, size) != 1)
+        fail("sha256: digest update failed");
+}
+
+std::string Sha256::hex() {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), digest, &len) != 1)
+        fail("sha256: digest final failed");
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    out.reserve(2 * len);
+    for (unsigned i = 0; i < len; ++i) {
+        out.push_back(digits[digest[i] >> 4]);
+        out.push_back(digits[digest[i] & 15]);
+    }
+    return out;
+}
+
+std::string sha256_hex(const void* data, size_t size) {
+    Sha256 h;
+    h.update(data, size);
+    return h.hex();
+}
+
+std::string sha256_hex(std::string_view text) { return sha256_hex(text.data(), text.size()); }
+
+std::string sha256_file(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("cannot open '", path.string(), "' to hash it");
+    Sha256 h;
+    std::vector<char> buffer(1 << 20);
+    while (in) {
+        in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+        h.update(buffer.data(), static_cast<size_t>(in.gcount()));
+    }
+    if (in.bad()) fail("read error while hashing '", path.string(), "'");
+    return h.hex();
+}
+
+}  // namespace ppolab
