@@ -82,3 +82,24 @@ TEST(Bf16, RoundsToNearestEven) {
     EXPECT_FLOAT_EQ(f16_to_float(0xc000), -2.0f);
     EXPECT_FLOAT_EQ(f16_to_float(0x0001), 5.9604645e-8f);
 }
+
+#include "util/rng.h"
+
+TEST(Philox, KnownAnswerAndResume) {
+    // Random123 known-answer test for philox4x32-10: counter 0, key 0.
+    Philox zero(0, 0);
+    auto b = zero.block(0);
+    EXPECT_EQ(b[0], 0x6627e8d5u);
+    EXPECT_EQ(b[1], 0xe169c58du);
+    EXPECT_EQ(b[2], 0xbc57ac4cu);
+    EXPECT_EQ(b[3], 0x9b00dbd8u);
+    Philox a(42, 7);
+    for (int i = 0; i < 10; ++i) a.uniform();
+    Philox copy(42, 7);
+    copy.set_counter(a.counter());
+    EXPECT_EQ(a.uniform(), copy.uniform());
+    auto p = a.permutation(100);
+    std::vector<int64_t> sorted = p;
+    std::sort(sorted.begin(), sorted.end());
+    for (int i = 0; i < 100; ++i) EXPECT_EQ(sorted[i], i);
+}

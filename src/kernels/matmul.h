@@ -1,0 +1,34 @@
+// matmul.h — every matrix product of the engine goes through these three
+// functions (the linear layer's forward and its two backwards).
+//
+// Layout: row-major. A weight W is [N, K] (out_features × in_features), as
+// in a Hugging Face checkpoint and torch.nn.Linear.
+//
+// Contract for a BF16 weight: the FP32 input is rounded to BF16 (round to
+// nearest even) before the product and the products are accumulated in FP32
+// — exactly what a BF16 GEMM with an FP32 destination computes. For an FP32
+// weight everything stays FP32.
+#pragma once
+#include <cstdint>
+
+#include "util/bf16.h"
+
+namespace ppolab {
+
+enum class WeightType { f32, bf16 };
+
+struct WeightView {
+    WeightType type;
+    const void* data;  // float* or bf16*, [rows, cols]
+    int64_t rows;      // N: output features
+    int64_t cols;      // K: input features
+};
+
+// Y[M,N] = X[M,K] · W[N,K]ᵀ  (+ Y when accumulate)
+void linear_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate = false);
+// dX[M,K] = dY[M,N] · W[N,K]  (+ dX when accumulate). For a BF16 W, dY is rounded to BF16.
+void linear_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate = false);
+// dW[N,K] += dY[M,N]ᵀ · X[M,K]  (FP32 weights only: full-parameter training and adapters)
+void linear_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K);
+
+}  // namespace ppolab
