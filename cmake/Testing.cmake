@@ -1,3 +1,7 @@
+# The Python interpreter of oracle tests (torch, numpy, tokenizers); see
+# scripts/test-venv.sh. Tests read it from $PPOLAB_PYTHON.
+set(PPOLAB_PYTHON "/usr/bin/python3" CACHE FILEPATH "Python for oracle tests")
+
 # ppolab_test(NAME SOURCES a.cpp b.cpp LIBS lib1 lib2 LABELS unit|oracle|smoke)
 # Every test goes through this helper: one executable per test file group,
 # registered with CTest, run from the repository root so fixtures resolve.
@@ -13,5 +17,5 @@ function(ppolab_test name)
     set(T_TIMEOUT 600)
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
-    ENVIRONMENT "PPOLAB_SOURCE_DIR=${CMAKE_SOURCE_DIR};PPOLAB_BINARY=$<TARGET_FILE:ppolab>")
+    ENVIRONMENT "PPOLAB_SOURCE_DIR=${CMAKE_SOURCE_DIR};PPOLAB_BINARY=$<TARGET_FILE:ppolab>;PPOLAB_PYTHON=${PPOLAB_PYTHON}")
 endfunction()

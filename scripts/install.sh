@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config g++
   libdnnl-dev nlohmann-json3-dev libssl-dev zlib1g-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-torch python3-numpy
+  python3 python3-venv python3-pip python3-torch python3-numpy
   clang libclang-rt-14-dev
 )
 missing=()

@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install.sh
-scripts/build.sh
+mkdir -p build
+PY=$(scripts/test-venv.sh)
+scripts/build.sh -DPPOLAB_PYTHON="$PY"
 cd build
 ctest --output-on-failure -j"$(nproc)" "$@"
