@@ -1,0 +1,107 @@
+// lm_head.cpp — log-probabilities of chosen tokens, in chunks of rows (see lm_head.h).
+//   logits = h · Wᵀ,  lse[n] = log Σ_v exp(logits[n,v]),  logp[n] = logits[n,target[n]] − lse[n]
+// Backward: dlogits[n,v] = dlogp[n] · (1[v = target[n]] − softmax(logits[n])[v]),
+//   dh = dlogits · W,  dW += dlogitsᵀ · h.
+// Only kLmChunk rows of logits exist at a time, in a buffer kept by the
+// calling thread across calls (first-touch page faults are expensive).
+// The backward skips rows whose dlogp is 0 (prompt tokens, padding): their
+// dh is 0 and they cost nothing.
+#include "kernels/lm_head.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "util/error.h"
+
+namespace ppolab {
+
+namespace {
+
+constexpr int64_t kLmChunk = 64;  // rows of logits materialised at once
+
+// The calling thread's logits buffer, at least n floats.
+float* lm_scratch(std::vector<float>& buf, size_t n) {
+    if (buf.size() < n) buf.resize(n);
+    return buf.data();
+}
+
+void lm_check(const int32_t* targets, WeightView W, int64_t N) {
+    if (W.rows <= 0 || W.cols <= 0) fail("lm_logprobs: output weight has shape (", W.rows, ", ", W.cols, ")");
+    for (int64_t n = 0; n < N; ++n)
+        if (targets[n] < 0 || targets[n] >= W.rows)
+            fail("lm_logprobs: target of row ", n, " is ", targets[n], "; expected a token id in [0, ", W.rows, ")");
+}
+
+// max and log Σ exp of one row of logits.
+float row_logsumexp(const float* z, int64_t V) {
+    float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, z[v]);
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(z[v] - mx);
+    return mx + std::log(sum);
+}
+
+}  // namespace
+
+void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, WeightView W, int64_t N) {
+    // logp (N); h (N, H); targets (N); W (V, H)
+    lm_check(targets, W, N);
+    const int64_t V = W.rows;
+    thread_local std::vector<float> buffer;
+    float* logits = lm_scratch(buffer, static_cast<size_t>(std::min(N, kLmChunk) * V));  // (chunk, V)
+    for (int64_t n0 = 0; n0 < N; n0 += kLmChunk) {
+        const int64_t rows = std::min(kLmChunk, N - n0);
+        linear_forward(logits, h + n0 * W.cols, W, rows);
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            const float* z = logits + r * V;  // (V)
+            logp[n0 + r] = z[targets[n0 + r]] - row_logsumexp(z, V);
+        }
+    }
+}
+
+void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float* h, const int32_t* targets,
+                          WeightView W, int64_t N) {
+    // dh (N, H) overwritten; dW (V, H) accumulated or nullptr; dlogp (N); h (N, H); targets (N); W (V, H)
+    lm_check(targets, W, N);
+    if (dW && W.type != WeightType::f32) fail("lm_logprobs_backward: a weight gradient needs an FP32 weight");
+    const int64_t V = W.rows, H = W.cols;
+    std::vector<int64_t> live;  // rows with a nonzero upstream gradient
+    for (int64_t n = 0; n < N; ++n) {
+        if (dlogp[n] != 0.f)
+            live.push_back(n);
+        else
+            std::memset(dh + n * H, 0, sizeof(float) * H);
+    }
+    const int64_t L = static_cast<int64_t>(live.size());
+    thread_local std::vector<float> buffer;
+    const int64_t chunk = std::min(L, kLmChunk);
+    float* logits = lm_scratch(buffer, static_cast<size_t>(chunk * V + 2 * chunk * H));  // (chunk, V)
+    float* hc = logits + chunk * V;                                                       // (chunk, H)
+    float* dhc = hc + chunk * H;                                                          // (chunk, H)
+    for (int64_t i0 = 0; i0 < L; i0 += kLmChunk) {
+        const int64_t rows = std::min(kLmChunk, L - i0);
+        for (int64_t r = 0; r < rows; ++r) std::memcpy(hc + r * H, h + live[i0 + r] * H, sizeof(float) * H);
+        linear_forward(logits, hc, W, rows);
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t n = live[i0 + r];
+            float* z = logits + r * V;  // (V): logits in, dlogits out
+            const float lse = row_logsumexp(z, V);
+            const float g = dlogp[n];
+#pragma omp simd
+            for (int64_t v = 0; v < V; ++v) z[v] = -g * std::exp(z[v] - lse);
+            z[targets[n]] += g;
+        }
+        linear_backward_input(dhc, logits, W, rows);
+        for (int64_t r = 0; r < rows; ++r) std::memcpy(dh + live[i0 + r] * H, dhc + r * H, sizeof(float) * H);
+        if (dW) linear_backward_weight(dW, logits, hc, rows, V, H);
+    }
+}
+
+}  // namespace ppolab
