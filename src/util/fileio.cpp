@@ -37,6 +37,10 @@ static void write_all(int fd, const char* data, size_t size, const fs::path& tmp
 }
 
 void write_file_atomic(const fs::path& path, std::string_view bytes, Overwrite mode) {
+    write_file_atomic(path, std::vector<std::string_view>{bytes}, mode);
+}
+
+void write_file_atomic(const fs::path& path, const std::vector<std::string_view>& pieces, Overwrite mode) {
     if (mode == Overwrite::refuse && fs::exists(path))
         fail("refusing to overwrite existing file '", path.string(), "'");
     fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
@@ -47,7 +51,7 @@ void write_file_atomic(const fs::path& path, std::string_view bytes, Overwrite m
     fs::path tmp = dir / ("." + path.filename().string() + ".tmp" + std::to_string(rd()));
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) fail("cannot create '", tmp.string(), "': ", std::strerror(errno));
-    write_all(fd, bytes.data(), bytes.size(), tmp);
+    for (std::string_view bytes : pieces) write_all(fd, bytes.data(), bytes.size(), tmp);
     if (::fsync(fd) != 0) {
         int err = errno;
         ::close(fd);

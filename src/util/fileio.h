@@ -21,6 +21,9 @@ enum class Overwrite { refuse, replace };
 std::string read_file(const fs::path& path);  // whole file as bytes; Error names the path
 void write_file_atomic(const fs::path& path, std::string_view bytes,
                        Overwrite mode = Overwrite::refuse);
+// The concatenation of `pieces` as one atomic file (large files without a joined copy).
+void write_file_atomic(const fs::path& path, const std::vector<std::string_view>& pieces,
+                       Overwrite mode = Overwrite::refuse);
 // Creates a new directory (and its parents); refuses one that already exists.
 void create_new_directory(const fs::path& path);
 
