@@ -26,6 +26,9 @@ static void attention_check(const AttentionShape& s) {
     if (s.nH % s.nKV != 0) fail("attention: nH (", s.nH, ") must be a multiple of nKV (", s.nKV, ")");
 }
 
+// Threads only pay off above ~0.1 MFLOP (tiny test shapes run inline).
+static bool attention_parallel(const AttentionShape& s) { return s.B * s.nH * s.T * s.T * s.hd > 65536; }
+
 template <typename T>
 void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, const uint8_t* mask,
                        AttentionShape s) {
@@ -33,7 +36,7 @@ void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, con
     attention_check(s);
     const int64_t B = s.B, Tn = s.T, nH = s.nH, nKV = s.nKV, hd = s.hd, group = nH / nKV;
     const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attention_parallel(s))
     for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < nH; ++h) {
             const int64_t kvh = h / group;
@@ -82,7 +85,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* probs, cons
     attention_check(s);
     const int64_t B = s.B, Tn = s.T, nH = s.nH, nKV = s.nKV, hd = s.hd, group = nH / nKV;
     const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
-#pragma omp parallel
+#pragma omp parallel if (attention_parallel(s))
     {
         std::vector<T> ds(static_cast<size_t>(Tn));  // (T) dS of one row
 #pragma omp for collapse(2) schedule(dynamic, 1)
@@ -138,7 +141,7 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
     if (S < 1 || S > S_max) fail("attention_decode: filled length S=", S, " must be in [1, S_max=", S_max, "]");
     const int64_t group = nH / nKV;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-#pragma omp parallel
+#pragma omp parallel if (B * nH * S * hd > 32768)
     {
         std::vector<float> p(static_cast<size_t>(S));  // (S) scores, then weights
 #pragma omp for collapse(2) schedule(static)
