@@ -1,0 +1,83 @@
+#include "model/generate.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "util/error.h"
+
+namespace ppolab {
+
+static int64_t longest(const std::vector<std::vector<int32_t>>& prompts) {
+    int64_t P = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        if (prompts[i].empty()) fail("generate: prompt ", i, " is empty");
+        P = std::max(P, static_cast<int64_t>(prompts[i].size()));
+    }
+    return P;
+}
+
+std::vector<Generation> generate(Qwen2& model, KvCache& cache, const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& opt, Philox& rng) {
+    const auto& c = model.config();
+    const int64_t B = static_cast<int64_t>(prompts.size()), H = c.hidden_size, V = c.vocab_size;
+    if (B == 0) fail("generate: no prompts");
+    if (opt.max_new_tokens <= 0) fail("generate: max_new_tokens must be positive, got ", opt.max_new_tokens);
+    const int64_t P = longest(prompts);
+    if (cache.B != B || cache.S_max < P + opt.max_new_tokens - 1)
+        fail("generate: KV cache of (B=", cache.B, ", S_max=", cache.S_max, ") cannot hold ", B, " rows of ", P,
+             " prompt + ", opt.max_new_tokens, " new tokens");
+
+    // 1. prefill the left-padded prompts
+    std::vector<int32_t> tokens(static_cast<size_t>(B * P), opt.pad_id);  // (B, P)
+    std::vector<uint8_t> mask(static_cast<size_t>(B * P), 0);             // (B, P)
+    for (int64_t b = 0; b < B; ++b) {
+        const auto& p = prompts[static_cast<size_t>(b)];
+        const int64_t off = b * P + P - static_cast<int64_t>(p.size());
+        std::copy(p.begin(), p.end(), tokens.begin() + off);
+        std::fill(mask.begin() + off, mask.begin() + (b + 1) * P, 1);
+    }
+    const float* hidden = model.forward(tokens.data(), mask.data(), B, P, /*save_for_backward=*/false, &cache);
+    std::vector<float> last(static_cast<size_t>(B * H));  // (B, H) hidden state of each prompt's last token
+    for (int64_t b = 0; b < B; ++b)
+        std::memcpy(last.data() + b * H, hidden + (b * P + P - 1) * H, static_cast<size_t>(H) * sizeof(float));
+    std::vector<float> logits(static_cast<size_t>(B * V));  // (B, V)
+    linear_forward(logits.data(), last.data(), model.weights().output_matrix().view(), B);
+
+    // 2. sample, then feed the sampled tokens back one step at a time
+    std::vector<Generation> out(static_cast<size_t>(B));
+    for (auto& g : out) {
+        g.tokens.reserve(static_cast<size_t>(opt.max_new_tokens));
+        g.logprobs.reserve(static_cast<size_t>(opt.max_new_tokens));
+    }
+    std::vector<int32_t> next(static_cast<size_t>(B), opt.pad_id);  // (B)
+    for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
+        bool running = false;
+        for (int64_t b = 0; b < B; ++b) {
+            Generation& g = out[static_cast<size_t>(b)];
+            if (!g.finish_reason.empty()) continue;  // finished rows feed their last token, ignored
+            const float* row = logits.data() + b * V;
+            SampledToken s = opt.greedy ? sample_greedy(row, V) : sample_temperature1(row, V, rng);
+            g.tokens.push_back(s.token);
+            g.logprobs.push_back(s.logp);
+            next[static_cast<size_t>(b)] = s.token;
+            if (s.token == opt.eos_id)
+                g.finish_reason = "eos";
+            else if (step + 1 == opt.max_new_tokens)
+                g.finish_reason = "length";
+            else
+                running = true;
+        }
+        if (!running) break;
+        model.decode_step(cache, next.data(), logits.data());
+    }
+    return out;
+}
+
+std::vector<Generation> generate(Qwen2& model, const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& options, Philox& rng) {
+    KvCache cache(model.config(), static_cast<int64_t>(prompts.size()),
+                  longest(prompts) + std::max<int64_t>(options.max_new_tokens - 1, 1));
+    return generate(model, cache, prompts, options, rng);
+}
+
+}  // namespace ppolab

@@ -1,0 +1,41 @@
+// generate.h — autoregressive generation for a batch of prompts with a KV
+// cache: prefill the left-padded prompts, then one decode step per new token.
+//
+// Only `eos_id` ends a row (finish reason "eos", EOS kept as the row's last
+// token); a row that reaches max_new_tokens ends with "length". Sampling is
+// greedy or temperature 1 (sampling.h); rows draw in row order, one uniform
+// per sampled token of each still-running row, so the tokens depend only on
+// the generator's state. Each token's log-prob is log_softmax of the logits
+// it was drawn from (the sampling forward's `old_logp`).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/qwen2.h"
+#include "model/sampling.h"
+
+namespace ppolab {
+
+struct GenerationOptions {
+    int64_t max_new_tokens = 64;
+    int32_t eos_id = -1;    // -1: no EOS, every row runs to max_new_tokens
+    int32_t pad_id = 0;     // fills the left padding of shorter prompts
+    bool greedy = false;    // else temperature-1 full-vocabulary sampling
+};
+
+struct Generation {
+    std::vector<int32_t> tokens;   // the new tokens, EOS included when it ended the row
+    std::vector<float> logprobs;   // (tokens) log p of each under the sampling forward
+    std::string finish_reason;     // "eos" or "length"
+};
+
+// cache: B = prompts.size() rows, S_max ≥ longest prompt + max_new_tokens − 1;
+// reused across calls (allocated once by the caller at the context limit).
+std::vector<Generation> generate(Qwen2& model, KvCache& cache, const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& options, Philox& rng);
+// Convenience: allocates a cache of the needed size.
+std::vector<Generation> generate(Qwen2& model, const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& options, Philox& rng);
+
+}  // namespace ppolab

@@ -1,0 +1,91 @@
+// scoring.h — teacher-forced scoring of (prompt, response) rows: the
+// per-token log-probs of actor and reference, the reward model's score and
+// the critic's values (SPEC §2–§4), each with its backward.
+//
+// Batch layout: prompts left-padded to the longest prompt P, responses
+// right-padded to the longest response R, T = P + R; so response token j of
+// every row sits at column P + j. Masks are by position: `mask` marks real
+// tokens, `response_mask` the response tokens (EOS included when the row has
+// it). Rows over the limits are refused, never truncated.
+//
+// Per-token outputs are (B, T) by position: the entry at a response
+// position t holds the value for the token at t (zero elsewhere):
+//   logp[b, t]   = log p(tokens[b, t] | tokens[b, < t])  (from the hidden state at t − 1)
+//   values[b, t] = V before token t = head(hidden[b, t − 1])
+//   scores[b]    = head(hidden[b, t_last]), t_last the last position with
+//                  response_mask = 1 — never the last index of the batch.
+// The log-probs use the chunked lm_logprobs kernels: (B·T × vocab) logits
+// never exist.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/heads.h"
+#include "model/qwen2.h"
+
+namespace ppolab {
+
+struct ScoringLimits {
+    int64_t max_prompt = 256;    // tokens of the rendered prompt
+    int64_t max_response = 64;   // tokens of the response, EOS included
+    int64_t max_context = 320;   // prompt + response
+};
+
+struct ScoringRow {
+    std::vector<int32_t> prompt;    // non-empty
+    std::vector<int32_t> response;  // non-empty
+};
+
+struct ScoringBatch {
+    int64_t B = 0, P = 0, R = 0, T = 0;
+    std::vector<int32_t> tokens;         // (B, T) pad_id where not real
+    std::vector<uint8_t> mask;           // (B, T) 1 for a real token
+    std::vector<uint8_t> response_mask;  // (B, T) 1 for a response token
+};
+
+// Error naming the row, the limit and the length when a row is over a limit
+// or has an empty prompt or response.
+ScoringBatch scoring_batch(const std::vector<ScoringRow>& rows, const ScoringLimits& limits, int32_t pad_id);
+
+// Positions (b·T + t) of response tokens, row-major; and t_last of each row.
+std::vector<int64_t> response_positions(const ScoringBatch& batch);
+std::vector<int64_t> last_response_positions(const ScoringBatch& batch);  // (B) Error if a row has none
+
+// Runs the model over a scoring batch and keeps what the backwards need.
+// Each *_backward must follow its forward (with for_backward = true) and
+// accumulates into the model's trainable parameters (LoRA, full mode) and
+// the head.
+class Scorer {
+public:
+    explicit Scorer(Qwen2& model) : model_(model) {}
+
+    void response_logprobs(const ScoringBatch& batch, float* logp, bool for_backward = false);  // (B, T)
+    void response_logprobs_backward(const ScoringBatch& batch, const float* dlogp);              // (B, T)
+
+    void reward_scores(const ScoringBatch& batch, const ScalarHead& head, float* scores,
+                       bool for_backward = false);  // (B)
+    void reward_scores_backward(const ScoringBatch& batch, ScalarHead& head, const float* dscores);
+
+    void critic_values(const ScoringBatch& batch, const ScalarHead& head, float* values,
+                       bool for_backward = false);  // (B, T)
+    void critic_values_backward(const ScoringBatch& batch, ScalarHead& head, const float* dvalues);
+
+    Qwen2& model() { return model_; }
+
+private:
+    // Gathers hidden rows src[i] into sel_ (M, H).
+    void gather(const std::vector<int64_t>& src);
+    // dhidden_ (B, T, H) = 0, then rows src[i] get dsel_[i]; model backward.
+    void scatter_backward(const std::vector<int64_t>& src);
+
+    Qwen2& model_;
+    std::vector<int64_t> src_;      // (M) hidden rows read
+    std::vector<int32_t> targets_;  // (M)
+    std::vector<float> sel_;        // (M, H)
+    std::vector<float> dsel_;       // (M, H)
+    std::vector<float> out_;        // (M)
+    std::vector<float> dout_;       // (M)
+    std::vector<float> dhidden_;    // (B, T, H)
+};
+
+}  // namespace ppolab
