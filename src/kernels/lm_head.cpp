@@ -57,7 +57,7 @@ void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, We
     for (int64_t n0 = 0; n0 < N; n0 += kLmChunk) {
         const int64_t rows = std::min(kLmChunk, N - n0);
         linear_forward(logits, h + n0 * W.cols, W, rows);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * V > 65536)
         for (int64_t r = 0; r < rows; ++r) {
             const float* z = logits + r * V;  // (V)
             logp[n0 + r] = z[targets[n0 + r]] - row_logsumexp(z, V);
@@ -88,7 +88,7 @@ void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float*
         const int64_t rows = std::min(kLmChunk, L - i0);
         for (int64_t r = 0; r < rows; ++r) std::memcpy(hc + r * H, h + live[i0 + r] * H, sizeof(float) * H);
         linear_forward(logits, hc, W, rows);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * V > 65536)
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t n = live[i0 + r];
             float* z = logits + r * V;  // (V): logits in, dlogits out
