@@ -1,52 +1,78 @@
-// matmul.cpp — reference implementation (plain loops, FP32 accumulation).
-// The fast backend replaces the bodies; the reference stays available to
-// tests as the oracle of the contract written in matmul.h.
+// matmul.cpp — the public entry points of matmul.h: argument checks and the
+// choice of path (see matmul_backend.h). Decode-sized products (M ≤ kSmallM)
+// go to the streaming AVX-512 kernels, everything else to oneDNN; a CPU
+// without AVX-512 BF16 gets the streaming kernels' portable twin.
 #include "kernels/matmul.h"
 
-#include <vector>
+#include <algorithm>
+#include <atomic>
+
+#include "kernels/matmul_backend.h"
+#include "util/error.h"
 
 namespace ppolab {
+namespace {
 
-static float weight_at(const WeightView& W, int64_t n, int64_t k) {
-    return W.type == WeightType::bf16 ? bf16_to_float(static_cast<const bf16*>(W.data)[n * W.cols + k])
-                                      : static_cast<const float*>(W.data)[n * W.cols + k];
+std::atomic<MatmulPath> forced_path{MatmulPath::automatic};
+
+MatmulPath choose(int64_t M) {
+    MatmulPath p = forced_path.load(std::memory_order_relaxed);
+    if (p == MatmulPath::automatic) p = M <= kSmallM ? MatmulPath::small_m : MatmulPath::dnnl;
+    if (p == MatmulPath::small_m && !matmul_has_avx512bf16()) p = MatmulPath::portable;
+    return p;
+}
+
+void check_view(const WeightView& W, const char* where) {
+    if (W.rows < 0 || W.cols < 0 || (W.rows * W.cols > 0 && W.data == nullptr))
+        fail(where, ": weight view [", W.rows, ", ", W.cols, "] is invalid (negative size or null data)");
+}
+
+// K == 0 (empty sum): the product is zero.
+void zero_product(float* Y, int64_t n, bool accumulate) {
+    if (!accumulate) std::fill_n(Y, n, 0.f);
+}
+
+}  // namespace
+
+void matmul_set_path(MatmulPath path) { forced_path.store(path); }
+MatmulPath matmul_path() { return forced_path.load(); }
+
+const char* matmul_path_name(int64_t M, WeightType type) {
+    (void)type;
+    switch (choose(M)) {
+        case MatmulPath::small_m: return "small_m_avx512";
+        case MatmulPath::dnnl: return "dnnl";
+        default: return "portable";
+    }
 }
 
 void linear_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate) {
-    const int64_t N = W.rows, K = W.cols;
-    std::vector<float> x(K);
-#pragma omp parallel for firstprivate(x) schedule(static)
-    for (int64_t m = 0; m < M; ++m) {
-        for (int64_t k = 0; k < K; ++k)
-            x[k] = W.type == WeightType::bf16 ? round_to_bf16(X[m * K + k]) : X[m * K + k];
-        for (int64_t n = 0; n < N; ++n) {
-            float acc = 0.f;
-            for (int64_t k = 0; k < K; ++k) acc += x[k] * weight_at(W, n, k);
-            Y[m * N + n] = accumulate ? Y[m * N + n] + acc : acc;
-        }
+    check_view(W, "linear_forward");
+    PPOLAB_ASSERT(M >= 0);
+    if (M == 0 || W.rows == 0) return;
+    if (W.cols == 0) return zero_product(Y, M * W.rows, accumulate);
+    switch (choose(M)) {
+        case MatmulPath::small_m: return matmul_detail::small_m_forward(Y, X, W, M, accumulate);
+        case MatmulPath::dnnl: return matmul_detail::dnnl_forward(Y, X, W, M, accumulate);
+        default: return matmul_detail::portable_forward(Y, X, W, M, accumulate);
     }
 }
 
 void linear_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate) {
-    const int64_t N = W.rows, K = W.cols;
-#pragma omp parallel for schedule(static)
-    for (int64_t m = 0; m < M; ++m) {
-        std::vector<float> acc(K, 0.f);
-        for (int64_t n = 0; n < N; ++n) {
-            float g = W.type == WeightType::bf16 ? round_to_bf16(dY[m * N + n]) : dY[m * N + n];
-            for (int64_t k = 0; k < K; ++k) acc[k] += g * weight_at(W, n, k);
-        }
-        for (int64_t k = 0; k < K; ++k) dX[m * K + k] = accumulate ? dX[m * K + k] + acc[k] : acc[k];
-    }
+    check_view(W, "linear_backward_input");
+    PPOLAB_ASSERT(M >= 0);
+    if (M == 0 || W.cols == 0) return;
+    if (W.rows == 0) return zero_product(dX, M * W.cols, accumulate);
+    // No small-M kernel here: training runs whole sequences (M ≥ 64).
+    if (choose(M) == MatmulPath::portable) return matmul_detail::portable_backward_input(dX, dY, W, M, accumulate);
+    matmul_detail::dnnl_backward_input(dX, dY, W, M, accumulate);
 }
 
 void linear_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K) {
-#pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n)
-        for (int64_t m = 0; m < M; ++m) {
-            float g = dY[m * N + n];
-            for (int64_t k = 0; k < K; ++k) dW[n * K + k] += g * X[m * K + k];
-        }
+    PPOLAB_ASSERT(M >= 0 && N >= 0 && K >= 0);
+    if (M == 0 || N == 0 || K == 0) return;
+    if (choose(M) == MatmulPath::portable) return matmul_detail::portable_backward_weight(dW, dY, X, M, N, K);
+    matmul_detail::dnnl_backward_weight(dW, dY, X, M, N, K);
 }
 
 }  // namespace ppolab

@@ -1,0 +1,171 @@
+// bench_matmul.cpp — the projection GEMMs of Qwen2.5-0.5B (q/k/v/o, gate/up,
+// down, the tied 151936 × 896 LM head) at M = 1, 4, 128, 512 rows, BF16
+// weights, through linear_forward (the automatic path) and, for comparison,
+// oneDNN with plain strided weights at small M and oneDNN with prepacked
+// weights at large M; plus the two backwards of training at M = 128/512.
+//
+// Counters: GFLOP/s (2·M·N·K per call) and GB/s (bytes of weight + input +
+// output per call). Weights are rotated among enough copies to exceed the
+// 32 MiB L3, so small-M numbers are DRAM bandwidth as in decode (where each
+// matrix is read once per token), not cache bandwidth.
+//
+//   OMP_NUM_THREADS=2 build/bin/bench_matmul --benchmark_filter=fwd
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/matmul_backend.h"
+#include "util/rng.h"
+
+using namespace ppolab;
+
+namespace {
+
+struct Proj {
+    const char* name;
+    int64_t N, K;
+};
+
+// Qwen2.5-0.5B: H 896, 14 query heads and 2 KV heads of 64, MLP 4864, vocab 151936.
+const Proj kProjections[] = {{"q", 896, 896},     {"k", 128, 896},     {"v", 128, 896},
+                             {"o", 896, 896},     {"gate", 4864, 896}, {"up", 4864, 896},
+                             {"down", 896, 4864}, {"lm_head", 151936, 896}};
+
+constexpr int64_t kColdBytes = int64_t(96) << 20;  // > L3: rotate copies up to this size
+
+// Copies of one random BF16 weight (values ~ N(0, 0.02), as the model init).
+struct WeightSet {
+    std::vector<std::vector<bf16>> copies;  // each (N, K)
+    int64_t N = 0, K = 0;
+    size_t next = 0;
+    WeightView view() {
+        const auto& c = copies[next];
+        next = (next + 1) % copies.size();
+        return {WeightType::bf16, c.data(), N, K};
+    }
+};
+
+WeightSet& weights(const Proj& p) {
+    static std::map<std::string, std::unique_ptr<WeightSet>> sets;
+    auto& s = sets[p.name];
+    if (!s) {
+        s = std::make_unique<WeightSet>();
+        s->N = p.N;
+        s->K = p.K;
+        const int64_t bytes = p.N * p.K * 2;
+        const int64_t n = std::max<int64_t>(1, (kColdBytes + bytes - 1) / bytes);
+        Philox rng(42, static_cast<uint64_t>(p.N * 7 + p.K));
+        std::vector<bf16> base(p.N * p.K);
+        for (auto& v : base) v = float_to_bf16(static_cast<float>(rng.normal() * 0.02));
+        for (int64_t i = 0; i < n; ++i) s->copies.push_back(base);
+    }
+    return *s;
+}
+
+std::vector<float> activations(int64_t n) {
+    Philox rng(7, static_cast<uint64_t>(n));
+    std::vector<float> v(n);
+    for (auto& x : v) x = static_cast<float>(rng.normal());
+    return v;
+}
+
+void set_counters(benchmark::State& state, int64_t M, int64_t N, int64_t K, const char* path) {
+    const double flops = 2.0 * M * N * K;
+    const double bytes = 2.0 * N * K + 4.0 * M * K + 4.0 * M * N;
+    state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.SetLabel(path);
+}
+
+enum class Variant { automatic, dnnl_plain, dnnl_prepacked };
+
+void bench_forward(benchmark::State& state, Proj p, int64_t M, Variant v) {
+    WeightSet& w = weights(p);
+    std::vector<float> X = activations(M * p.K);  // (M, K)
+    std::vector<float> Y(M * p.N, 0.f);           // (M, N)
+    const char* path = v == Variant::automatic ? matmul_path_name(M, WeightType::bf16)
+                       : v == Variant::dnnl_plain ? "dnnl (plain weights)"
+                                                  : "dnnl (prepacked weights)";
+    for (auto _ : state) {
+        WeightView W = w.view();
+        switch (v) {
+            case Variant::automatic: linear_forward(Y.data(), X.data(), W, M); break;
+            case Variant::dnnl_plain: matmul_detail::dnnl_forward(Y.data(), X.data(), W, M, false); break;
+            case Variant::dnnl_prepacked:
+                matmul_detail::dnnl_forward_prepacked(Y.data(), X.data(), W, M, false);
+                break;
+        }
+        benchmark::DoNotOptimize(Y.data());
+        benchmark::ClobberMemory();
+    }
+    set_counters(state, M, p.N, p.K, path);
+}
+
+// dX (M, K) = dY (M, N) · W (N, K), BF16 W (the frozen base under LoRA).
+void bench_backward_input(benchmark::State& state, Proj p, int64_t M) {
+    WeightSet& w = weights(p);
+    std::vector<float> dY = activations(M * p.N);  // (M, N)
+    std::vector<float> dX(M * p.K, 0.f);           // (M, K)
+    for (auto _ : state) {
+        linear_backward_input(dX.data(), dY.data(), w.view(), M);
+        benchmark::DoNotOptimize(dX.data());
+        benchmark::ClobberMemory();
+    }
+    set_counters(state, M, p.N, p.K, matmul_path_name(M, WeightType::bf16));
+}
+
+// dW (N, K) += dY (M, N)ᵀ · X (M, K), FP32 (full-parameter training).
+void bench_backward_weight(benchmark::State& state, Proj p, int64_t M) {
+    std::vector<float> dY = activations(M * p.N);  // (M, N)
+    std::vector<float> X = activations(M * p.K);   // (M, K)
+    std::vector<float> dW(p.N * p.K, 0.f);         // (N, K)
+    for (auto _ : state) {
+        linear_backward_weight(dW.data(), dY.data(), X.data(), M, p.N, p.K);
+        benchmark::DoNotOptimize(dW.data());
+        benchmark::ClobberMemory();
+    }
+    const double flops = 2.0 * M * p.N * p.K;
+    state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.SetLabel("dnnl f32");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(2);
+    for (const Proj& p : kProjections)
+        for (int64_t M : {1, 4, 128, 512}) {
+            const std::string base = std::string("fwd/") + p.name + "/M" + std::to_string(M);
+            benchmark::RegisterBenchmark(base.c_str(), bench_forward, p, M, Variant::automatic)
+                ->Unit(benchmark::kMillisecond)->UseRealTime();
+            if (M <= kSmallM)
+                benchmark::RegisterBenchmark((base + "/dnnl").c_str(), bench_forward, p, M, Variant::dnnl_plain)
+                    ->Unit(benchmark::kMillisecond)->UseRealTime();
+            else
+                benchmark::RegisterBenchmark((base + "/prepacked").c_str(), bench_forward, p, M,
+                                             Variant::dnnl_prepacked)
+                    ->Unit(benchmark::kMillisecond)->UseRealTime();
+        }
+    for (const Proj& p : kProjections) {
+        if (std::string(p.name) == "lm_head") continue;
+        for (int64_t M : {128, 512}) {
+            benchmark::RegisterBenchmark((std::string("bwd_input/") + p.name + "/M" + std::to_string(M)).c_str(),
+                                         bench_backward_input, p, M)
+                ->Unit(benchmark::kMillisecond)->UseRealTime();
+            benchmark::RegisterBenchmark((std::string("bwd_weight/") + p.name + "/M" + std::to_string(M)).c_str(),
+                                         bench_backward_weight, p, M)
+                ->Unit(benchmark::kMillisecond)->UseRealTime();
+        }
+    }
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

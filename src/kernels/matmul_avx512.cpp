@@ -1,0 +1,213 @@
+// matmul_avx512.cpp — small-M (decode) kernels: Y[M,N] = X[M,K]·W[N,K]ᵀ for
+// M ≤ 8 rows. At one row a GEMM library is slow (it is built for reuse of
+// the weights, and at M = 1 there is none): here the weight matrix is simply
+// streamed once from memory, NR rows at a time, against all M input rows
+// held in L1, which makes the kernel memory-bound at the machine's bandwidth.
+//
+// BF16 weights: `vdpbf16ps` (32 bf16 products per instruction, FP32
+// accumulation), X rounded to BF16 once with `vcvtne2ps2bf16` (round to
+// nearest even, as float_to_bf16). FP32 weights: `vfmadd231ps`.
+// Both flush denormal inputs to zero (an AVX-512 BF16 property; documented
+// difference from the reference loops, irrelevant for real activations).
+//
+// Compiled for -march=x86-64-v3: every AVX-512 function carries a target
+// attribute and is only called after matmul_has_avx512bf16().
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/matmul_backend.h"
+#include "util/error.h"
+
+#define PPOLAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+namespace ppolab {
+
+bool matmul_has_avx512bf16() {
+    static const bool has = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512bf16");
+    }();
+    return has;
+}
+
+namespace {
+
+PPOLAB_AVX512 void convert_to_bf16_avx512(bf16* out, const float* in, int64_t n) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 lo = _mm512_loadu_ps(in + i);
+        __m512 hi = _mm512_loadu_ps(in + i + 16);
+        _mm512_storeu_si512(out + i, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+    if (i < n) {
+        int64_t r = n - i;  // 1..31
+        __mmask16 mlo = static_cast<__mmask16>(r >= 16 ? 0xffff : (1u << r) - 1);
+        __mmask16 mhi = static_cast<__mmask16>(r > 16 ? (1u << (r - 16)) - 1 : 0);
+        __m512 lo = _mm512_maskz_loadu_ps(mlo, in + i);
+        __m512 hi = _mm512_maskz_loadu_ps(mhi, in + i + 16);
+        __mmask32 m = static_cast<__mmask32>((1ull << r) - 1);
+        _mm512_mask_storeu_epi16(out + i, m, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+}
+
+// Sum of the 16 lanes (not _mm512_reduce_add_ps: gcc 12 warns about its
+// undefined-register temporaries under -Wall).
+PPOLAB_AVX512 inline float lane_sum(__m512 v) {
+    __m256 a = _mm256_add_ps(_mm512_maskz_extractf32x8_ps(0xff, v, 0), _mm512_maskz_extractf32x8_ps(0xff, v, 1));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_add_ss(b, _mm_movehdup_ps(b));
+    return _mm_cvtss_f32(b);
+}
+
+// One tile: NR consecutive weight rows × MR input rows, full K.
+// Xb: (MR, K) BF16 rows with stride ldx; W: (NR, K) rows of the weight;
+// Y: (MR, ·) with stride ldy, columns [0, NR).
+template <int NR, int MR>
+PPOLAB_AVX512 inline void tile_bf16(float* Y, int64_t ldy, const bf16* Xb, int64_t ldx, const bf16* W, int64_t K,
+                                    bool accumulate) {
+    __m512 acc[NR][MR];
+    for (int i = 0; i < NR; ++i)
+        for (int j = 0; j < MR; ++j) acc[i][j] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {
+        __m512bh w[NR];
+        for (int i = 0; i < NR; ++i) w[i] = (__m512bh)_mm512_loadu_si512(W + i * K + k);
+        for (int j = 0; j < MR; ++j) {
+            __m512bh x = (__m512bh)_mm512_loadu_si512(Xb + j * ldx + k);
+            for (int i = 0; i < NR; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x, w[i]);
+        }
+    }
+    if (k < K) {
+        __mmask32 m = static_cast<__mmask32>((1ull << (K - k)) - 1);
+        __m512bh w[NR];
+        for (int i = 0; i < NR; ++i) w[i] = (__m512bh)_mm512_maskz_loadu_epi16(m, W + i * K + k);
+        for (int j = 0; j < MR; ++j) {
+            __m512bh x = (__m512bh)_mm512_maskz_loadu_epi16(m, Xb + j * ldx + k);
+            for (int i = 0; i < NR; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x, w[i]);
+        }
+    }
+    for (int j = 0; j < MR; ++j)
+        for (int i = 0; i < NR; ++i) {
+            float s = lane_sum(acc[i][j]);
+            Y[j * ldy + i] = accumulate ? Y[j * ldy + i] + s : s;
+        }
+}
+
+template <int NR, int MR>
+PPOLAB_AVX512 inline void tile_f32(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int64_t K,
+                                   bool accumulate) {
+    __m512 acc[NR][MR];
+    for (int i = 0; i < NR; ++i)
+        for (int j = 0; j < MR; ++j) acc[i][j] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+        __m512 w[NR];
+        for (int i = 0; i < NR; ++i) w[i] = _mm512_loadu_ps(W + i * K + k);
+        for (int j = 0; j < MR; ++j) {
+            __m512 x = _mm512_loadu_ps(X + j * ldx + k);
+            for (int i = 0; i < NR; ++i) acc[i][j] = _mm512_fmadd_ps(x, w[i], acc[i][j]);
+        }
+    }
+    if (k < K) {
+        __mmask16 m = static_cast<__mmask16>((1u << (K - k)) - 1);
+        __m512 w[NR];
+        for (int i = 0; i < NR; ++i) w[i] = _mm512_maskz_loadu_ps(m, W + i * K + k);
+        for (int j = 0; j < MR; ++j) {
+            __m512 x = _mm512_maskz_loadu_ps(m, X + j * ldx + k);
+            for (int i = 0; i < NR; ++i) acc[i][j] = _mm512_fmadd_ps(x, w[i], acc[i][j]);
+        }
+    }
+    for (int j = 0; j < MR; ++j)
+        for (int i = 0; i < NR; ++i) {
+            float s = lane_sum(acc[i][j]);
+            Y[j * ldy + i] = accumulate ? Y[j * ldy + i] + s : s;
+        }
+}
+
+// Y (MR, N) for MR input rows: the weight streamed once, NR rows per tile,
+// tiles split between the OpenMP threads in contiguous ranges (one
+// sequential stream per thread).
+template <typename T, int NR, int MR>
+PPOLAB_AVX512 void rows_kernel(float* Y, int64_t ldy, const T* X, int64_t ldx, const T* W, int64_t N, int64_t K,
+                               bool accumulate) {
+    const int64_t tiles = (N + NR - 1) / NR;
+    const bool parallel = N * K >= (1 << 16);
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t n0 = t * NR;
+        if (n0 + NR <= N) {
+            if constexpr (sizeof(T) == 2)
+                tile_bf16<NR, MR>(Y + n0, ldy, X, ldx, W + n0 * K, K, accumulate);
+            else
+                tile_f32<NR, MR>(Y + n0, ldy, X, ldx, W + n0 * K, K, accumulate);
+        } else {
+            for (int64_t n = n0; n < N; ++n) {
+                if constexpr (sizeof(T) == 2)
+                    tile_bf16<1, MR>(Y + n, ldy, X, ldx, W + n * K, K, accumulate);
+                else
+                    tile_f32<1, MR>(Y + n, ldy, X, ldx, W + n * K, K, accumulate);
+            }
+        }
+    }
+}
+
+// Register budget (32 zmm): NR·MR accumulators + NR weight vectors + 1 input.
+template <typename T>
+void small_m_dispatch(float* Y, const T* X, const T* W, int64_t M, int64_t N, int64_t K, bool accumulate) {
+    for (int64_t m0 = 0; m0 < M; m0 += 8) {
+        const int64_t mr = std::min<int64_t>(8, M - m0);
+        float* y = Y + m0 * N;
+        const T* x = X + m0 * K;
+        switch (mr) {
+            case 1: rows_kernel<T, 8, 1>(y, N, x, K, W, N, K, accumulate); break;
+            case 2: rows_kernel<T, 6, 2>(y, N, x, K, W, N, K, accumulate); break;
+            case 3: rows_kernel<T, 4, 3>(y, N, x, K, W, N, K, accumulate); break;
+            case 4: rows_kernel<T, 4, 4>(y, N, x, K, W, N, K, accumulate); break;
+            case 5: rows_kernel<T, 4, 5>(y, N, x, K, W, N, K, accumulate); break;
+            case 6: rows_kernel<T, 3, 6>(y, N, x, K, W, N, K, accumulate); break;
+            case 7: rows_kernel<T, 3, 7>(y, N, x, K, W, N, K, accumulate); break;
+            default: rows_kernel<T, 3, 8>(y, N, x, K, W, N, K, accumulate); break;
+        }
+    }
+}
+
+}  // namespace
+
+void convert_to_bf16(bf16* out, const float* in, int64_t n) {
+    const int64_t chunk = 1 << 15;
+    const int64_t chunks = (n + chunk - 1) / chunk;
+    const bool fast = matmul_has_avx512bf16();
+#pragma omp parallel for schedule(static) if (chunks > 2)
+    for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t b = c * chunk, e = std::min(n, b + chunk);
+        if (fast) {
+            convert_to_bf16_avx512(out + b, in + b, e - b);
+        } else {
+            for (int64_t i = b; i < e; ++i) out[i] = float_to_bf16(in[i]);
+        }
+    }
+}
+
+namespace matmul_detail {
+
+void small_m_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate) {
+    const int64_t N = W.rows, K = W.cols;
+    if (!matmul_has_avx512bf16()) return portable_forward(Y, X, W, M, accumulate);
+    if (W.type == WeightType::bf16) {
+        thread_local std::vector<bf16> xb;  // (M, K) X rounded to BF16
+        if (static_cast<int64_t>(xb.size()) < M * K) xb.resize(M * K);
+        convert_to_bf16(xb.data(), X, M * K);
+        small_m_dispatch<bf16>(Y, xb.data(), static_cast<const bf16*>(W.data), M, N, K, accumulate);
+    } else {
+        small_m_dispatch<float>(Y, X, static_cast<const float*>(W.data), M, N, K, accumulate);
+    }
+}
+
+}  // namespace matmul_detail
+}  // namespace ppolab

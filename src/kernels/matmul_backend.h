@@ -1,0 +1,54 @@
+// matmul_backend.h — the fast backend behind matmul.h, exposed for tests and
+// benchmarks: which path a call takes, and each path callable on its own.
+//
+// Paths (chosen per call by linear_forward & co. when the path is automatic):
+//   small_m  — M ≤ kSmallM rows (decode): hand-written AVX-512 kernels that
+//              stream the weights once for all rows (`vdpbf16ps` for BF16
+//              weights, FMA for FP32), parallel over output rows (OpenMP).
+//              Needs AVX-512 BF16 at run time, else the portable path runs.
+//   dnnl     — oneDNN 2.6 matmul (BF16 src/weights + FP32 dst, or FP32),
+//              primitives cached by shape.
+//   portable — plain C++ loops with split accumulators (any x86-64 CPU).
+// Every path implements the contract of matmul.h exactly (same rounding of
+// the input to BF16, FP32 accumulation); they differ only in summation order.
+#pragma once
+#include <cstdint>
+
+#include "kernels/matmul.h"
+
+namespace ppolab {
+
+enum class MatmulPath { automatic, small_m, dnnl, portable };
+
+// Rows up to which the automatic path uses the small-M kernels (measured:
+// bench_matmul, BENCHMARKS.md).
+inline constexpr int64_t kSmallM = 8;
+
+// Forces a path for every following call in the process (tests, benchmarks);
+// automatic restores the per-call choice. Forcing small_m on a CPU without
+// AVX-512 BF16 runs the portable path.
+void matmul_set_path(MatmulPath path);
+MatmulPath matmul_path();
+// True when the CPU has AVX-512 F/BW/VL + BF16 (checked once, cpuid).
+bool matmul_has_avx512bf16();
+// Short name of the path a call with M rows and weights of `type` takes now:
+// "small_m_avx512", "dnnl", "portable" (benchmarks print it).
+const char* matmul_path_name(int64_t M, WeightType type);
+
+// X (M, K) FP32 → Xb (M, K) BF16, round to nearest even (vcvtne2ps2bf16 when
+// available). Exposed because the engine may want pre-rounded activations.
+void convert_to_bf16(bf16* out, const float* in, int64_t n);
+
+// The paths, callable directly (same semantics as matmul.h).
+namespace matmul_detail {
+void small_m_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
+void dnnl_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
+void dnnl_forward_prepacked(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
+void dnnl_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate);
+void dnnl_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K);
+void portable_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
+void portable_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate);
+void portable_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K);
+}  // namespace matmul_detail
+
+}  // namespace ppolab

@@ -1,0 +1,329 @@
+// test_matmul.cpp — the fast matrix backend (oneDNN, AVX-512 small-M kernels,
+// portable fallback) against the reference loops of matmul_reference.cpp.
+//
+// Two kinds of checks:
+//  * exact: inputs chosen so that every product and every partial sum is
+//    exactly representable in FP32 (small integers times multiples of 2^-7
+//    or 2^-12, sums far below 2^24), so any summation order gives the same
+//    bits and the paths must agree with the reference bit for bit. The BF16
+//    inputs are drawn at 0, ¼, ½ and ¾ of a BF16 ulp above a BF16 value, so a
+//    path that truncates, rounds ties away from zero or forgets to round
+//    gives a different sum (and an FP32 path that wrongly rounds is caught by
+//    inputs with 12 fractional bits).
+//  * bounded: Gaussian inputs, compared with a double-precision evaluation of
+//    the same (rounded) products; any FP32 summation order of K terms is
+//    within γ_K·Σ|x_k w_k| of it, γ_K = K·u/(1 − K·u), u = 2^-24 (Higham,
+//    Accuracy and Stability, eq. 3.5); FP32 products add one more u.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/matmul_backend.h"
+#include "kernels/matmul_reference.h"
+#include "util/error.h"
+#include "util/rng.h"
+
+using namespace ppolab;
+
+namespace {
+
+const MatmulPath kPaths[] = {MatmulPath::automatic, MatmulPath::small_m, MatmulPath::dnnl, MatmulPath::portable};
+
+const char* path_label(MatmulPath p) {
+    switch (p) {
+        case MatmulPath::automatic: return "automatic";
+        case MatmulPath::small_m: return "small_m";
+        case MatmulPath::dnnl: return "dnnl";
+        default: return "portable";
+    }
+}
+
+struct PathGuard {
+    explicit PathGuard(MatmulPath p) { matmul_set_path(p); }
+    ~PathGuard() { matmul_set_path(MatmulPath::automatic); }
+};
+
+// A weight matrix owning its storage.
+struct TestWeight {
+    WeightType type;
+    int64_t N, K;
+    std::vector<bf16> b;   // (N, K)
+    std::vector<float> f;  // (N, K)
+    WeightView view() const { return {type, type == WeightType::bf16 ? (const void*)b.data() : f.data(), N, K}; }
+    float at(int64_t i) const { return type == WeightType::bf16 ? bf16_to_float(b[i]) : f[i]; }
+};
+
+// Small integers in [-lim, lim].
+TestWeight integer_weight(WeightType type, int64_t N, int64_t K, int lim, Philox& rng) {
+    TestWeight w{type, N, K, {}, {}};
+    for (int64_t i = 0; i < N * K; ++i) {
+        float v = static_cast<float>(static_cast<int64_t>(rng.below(2 * lim + 1)) - lim);
+        if (type == WeightType::bf16)
+            w.b.push_back(float_to_bf16(v));
+        else
+            w.f.push_back(v);
+    }
+    return w;
+}
+
+TestWeight gaussian_weight(WeightType type, int64_t N, int64_t K, Philox& rng) {
+    TestWeight w{type, N, K, {}, {}};
+    for (int64_t i = 0; i < N * K; ++i) {
+        float v = static_cast<float>(rng.normal());
+        if (type == WeightType::bf16)
+            w.b.push_back(float_to_bf16(v));
+        else
+            w.f.push_back(v);
+    }
+    return w;
+}
+
+// For a BF16 product: a BF16 value in ±[1, 4) plus 0, ¼, ½ or ¾ of its ulp
+// (the rounded value is a multiple of 2^-7 of magnitude ≤ 4).
+// For an FP32 product: a multiple of 2^-12 in (-2, 2) (not BF16-exact).
+std::vector<float> exact_inputs(WeightType type, int64_t n, Philox& rng) {
+    std::vector<float> v(n);
+    for (auto& x : v) {
+        if (type == WeightType::bf16) {
+            float base = 1.f + static_cast<float>(rng.below(384)) / 128.f;  // [1, 4): multiples of 2^-7
+            base = round_to_bf16(base);                                      // a BF16 value
+            float ulp = base >= 2.f ? 1.f / 64.f : 1.f / 128.f;
+            float frac = static_cast<float>(rng.below(4)) / 4.f;
+            x = (base + frac * ulp) * (rng.below(2) ? -1.f : 1.f);
+        } else {
+            x = static_cast<float>(static_cast<int64_t>(rng.below(2 * 8191 + 1)) - 8191) / 4096.f;
+        }
+    }
+    return v;
+}
+
+std::vector<float> gaussian(int64_t n, Philox& rng) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = static_cast<float>(rng.normal());
+    return v;
+}
+
+// Bitwise equality; the message names the first differing element.
+::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want, int64_t cols) {
+    for (size_t i = 0; i < want.size(); ++i)
+        if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0)
+            return ::testing::AssertionFailure() << "element [" << i / cols << ", " << i % cols << "]: got "
+                                                 << got[i] << ", expected " << want[i];
+    return ::testing::AssertionSuccess();
+}
+
+struct Shape {
+    int64_t M, N, K;
+};
+
+std::vector<Shape> shapes() {
+    std::vector<Shape> s;
+    for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 9, 128})
+        for (auto [N, K] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {33, 7}, {65, 129}, {128, 96}, {97, 300}})
+            s.push_back({M, N, K});
+    s.push_back({512, 129, 65});
+    s.push_back({512, 64, 300});
+    s.push_back({37, 256, 1000});  // K above a small-M register tile's reach, odd M
+    return s;
+}
+
+std::string describe(MatmulPath p, WeightType t, const Shape& s, bool acc) {
+    return std::string(path_label(p)) + (t == WeightType::bf16 ? " bf16" : " f32") + " M=" + std::to_string(s.M) +
+           " N=" + std::to_string(s.N) + " K=" + std::to_string(s.K) + (acc ? " accumulate" : "");
+}
+
+}  // namespace
+
+TEST(Matmul, ReportsCpuAndPaths) {
+    // Not a check of the machine: a record in the test log of what ran.
+    std::printf("avx512bf16: %d; M=1 → %s, M=128 → %s\n", matmul_has_avx512bf16() ? 1 : 0,
+                matmul_path_name(1, WeightType::bf16), matmul_path_name(128, WeightType::bf16));
+    EXPECT_STREQ(matmul_path_name(128, WeightType::bf16), "dnnl");
+    EXPECT_STREQ(matmul_path_name(kSmallM, WeightType::bf16), matmul_has_avx512bf16() ? "small_m_avx512" : "portable");
+}
+
+TEST(Matmul, ConvertToBf16MatchesScalarRounding) {
+    Philox rng(11, 0);
+    std::vector<float> in;
+    // Ties (exactly half an ulp: even and odd mantissa), near-ties, extremes.
+    for (float v : {1.f + 0x1p-8f, 1.f + 3 * 0x1p-8f, 1.f + 0x1p-8f + 0x1p-20f, -1.f - 0x1p-8f, 0.f, -0.f,
+                    3.4e38f, -3.4e38f, std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity(), 1e-30f, 65504.f})
+        in.push_back(v);
+    while (in.size() < 1000) in.push_back(static_cast<float>(rng.normal() * std::pow(10.0, rng.uniform() * 8 - 4)));
+    for (int64_t n : {0, 1, 15, 16, 17, 31, 32, 33, 63, 100, 1000}) {
+        std::vector<bf16> got(n + 1, 0xabcd);
+        convert_to_bf16(got.data(), in.data(), n);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], float_to_bf16(in[i])) << "n=" << n << " i=" << i << " x=" << in[i];
+        EXPECT_EQ(got[n], 0xabcd) << "wrote past the end, n=" << n;
+    }
+    // Large (parallel, chunked) conversion.
+    std::vector<float> big = gaussian(200003, rng);
+    std::vector<bf16> out(big.size());
+    convert_to_bf16(out.data(), big.data(), static_cast<int64_t>(big.size()));
+    for (size_t i = 0; i < big.size(); ++i) ASSERT_EQ(out[i], float_to_bf16(big[i])) << i;
+    // NaN stays NaN.
+    float nan = std::numeric_limits<float>::quiet_NaN();
+    bf16 b;
+    convert_to_bf16(&b, &nan, 1);
+    EXPECT_TRUE(std::isnan(bf16_to_float(b)));
+}
+
+TEST(Matmul, ForwardExactOnEveryPath) {
+    Philox rng(1, 0);
+    for (WeightType type : {WeightType::bf16, WeightType::f32})
+        for (const Shape& s : shapes()) {
+            TestWeight W = integer_weight(type, s.N, s.K, type == WeightType::bf16 ? 2 : 1, rng);
+            std::vector<float> X = exact_inputs(type, s.M * s.K, rng);       // (M, K)
+            std::vector<float> Y0 = exact_inputs(WeightType::f32, s.M * s.N, rng);  // (M, N) prior contents
+            for (bool acc : {false, true}) {
+                std::vector<float> want = Y0;
+                linear_forward_reference(want.data(), X.data(), W.view(), s.M, acc);
+                for (MatmulPath p : kPaths) {
+                    PathGuard guard(p);
+                    std::vector<float> got = Y0;
+                    linear_forward(got.data(), X.data(), W.view(), s.M, acc);
+                    ASSERT_TRUE(same_bits(got, want, s.N)) << describe(p, type, s, acc);
+                }
+            }
+        }
+}
+
+TEST(Matmul, BackwardInputExactOnEveryPath) {
+    Philox rng(2, 0);
+    for (WeightType type : {WeightType::bf16, WeightType::f32})
+        for (const Shape& s : shapes()) {
+            TestWeight W = integer_weight(type, s.N, s.K, type == WeightType::bf16 ? 2 : 1, rng);
+            std::vector<float> dY = exact_inputs(type, s.M * s.N, rng);             // (M, N)
+            std::vector<float> dX0 = exact_inputs(WeightType::f32, s.M * s.K, rng);  // (M, K)
+            for (bool acc : {false, true}) {
+                std::vector<float> want = dX0;
+                linear_backward_input_reference(want.data(), dY.data(), W.view(), s.M, acc);
+                for (MatmulPath p : kPaths) {
+                    PathGuard guard(p);
+                    std::vector<float> got = dX0;
+                    linear_backward_input(got.data(), dY.data(), W.view(), s.M, acc);
+                    ASSERT_TRUE(same_bits(got, want, s.K)) << describe(p, type, s, acc);
+                }
+            }
+        }
+}
+
+TEST(Matmul, BackwardWeightExactOnEveryPath) {
+    Philox rng(3, 0);
+    for (const Shape& s : shapes()) {
+        TestWeight G = integer_weight(WeightType::f32, s.M, s.N, 1, rng);           // dY (M, N) small integers
+        std::vector<float> X = exact_inputs(WeightType::f32, s.M * s.K, rng);     // (M, K)
+        std::vector<float> dW0 = exact_inputs(WeightType::f32, s.N * s.K, rng);   // (N, K)
+        std::vector<float> want = dW0;
+        linear_backward_weight_reference(want.data(), G.f.data(), X.data(), s.M, s.N, s.K);
+        for (MatmulPath p : kPaths) {
+            PathGuard guard(p);
+            std::vector<float> got = dW0;
+            linear_backward_weight(got.data(), G.f.data(), X.data(), s.M, s.N, s.K);
+            ASSERT_TRUE(same_bits(got, want, s.K)) << describe(p, WeightType::f32, s, true);
+        }
+    }
+}
+
+// Gaussian data, model-sized K: every path within the FP32 summation bound
+// of a double-precision evaluation of the same rounded products.
+TEST(Matmul, GaussianWithinSummationBound) {
+    Philox rng(4, 0);
+    const double u = 0x1p-24;
+    for (WeightType type : {WeightType::bf16, WeightType::f32})
+        for (Shape s : {Shape{1, 64, 4864}, Shape{4, 96, 896}, Shape{7, 50, 4864}, Shape{128, 64, 896}}) {
+            TestWeight W = gaussian_weight(type, s.N, s.K, rng);
+            std::vector<float> X = gaussian(s.M * s.K, rng);  // (M, K)
+            std::vector<double> exact(s.M * s.N), bound(s.M * s.N);
+            const double gamma = (s.K + 1) * u / (1 - (s.K + 1) * u);
+            for (int64_t m = 0; m < s.M; ++m)
+                for (int64_t n = 0; n < s.N; ++n) {
+                    double sum = 0, mag = 0;
+                    for (int64_t k = 0; k < s.K; ++k) {
+                        double x = type == WeightType::bf16 ? round_to_bf16(X[m * s.K + k]) : X[m * s.K + k];
+                        double t = x * W.at(n * s.K + k);
+                        sum += t;
+                        mag += std::fabs(t);
+                    }
+                    exact[m * s.N + n] = sum;
+                    bound[m * s.N + n] = gamma * mag;
+                }
+            auto check = [&](const std::vector<float>& y, const std::string& what) {
+                for (int64_t i = 0; i < s.M * s.N; ++i)
+                    ASSERT_LE(std::fabs(y[i] - exact[i]), bound[i])
+                        << what << " M=" << s.M << " N=" << s.N << " K=" << s.K << " element " << i << ": got " << y[i]
+                        << ", exact " << exact[i];
+            };
+            std::vector<float> ref(s.M * s.N);
+            linear_forward_reference(ref.data(), X.data(), W.view(), s.M);
+            check(ref, "reference");
+            for (MatmulPath p : kPaths) {
+                PathGuard guard(p);
+                std::vector<float> y(s.M * s.N);
+                linear_forward(y.data(), X.data(), W.view(), s.M);
+                check(y, path_label(p));
+            }
+        }
+}
+
+// A cached oneDNN primitive must not remember the buffers of an earlier call.
+TEST(Matmul, SameShapeNewBuffers) {
+    Philox rng(5, 0);
+    for (int64_t M : {1, 128})
+        for (int round = 0; round < 3; ++round) {
+            TestWeight W = integer_weight(WeightType::bf16, 40, 70, 2, rng);
+            std::vector<float> X = exact_inputs(WeightType::bf16, M * 70, rng);
+            std::vector<float> want(M * 40), got(M * 40);
+            linear_forward_reference(want.data(), X.data(), W.view(), M);
+            linear_forward(got.data(), X.data(), W.view(), M);
+            ASSERT_TRUE(same_bits(got, want, 40)) << "M=" << M << " round " << round;
+        }
+}
+
+TEST(Matmul, ConcurrentCallersGetTheirOwnResults) {
+    Philox rng(6, 0);
+    struct Job {
+        TestWeight W;
+        std::vector<float> X, want;
+        int64_t M;
+    };
+    std::vector<Job> jobs;
+    for (int64_t M : {1, 64, 128, 3}) {
+        Job j{integer_weight(WeightType::bf16, 48, 96, 2, rng), exact_inputs(WeightType::bf16, M * 96, rng), {}, M};
+        j.want.resize(M * 48);
+        linear_forward_reference(j.want.data(), j.X.data(), j.W.view(), M);
+        jobs.push_back(std::move(j));
+    }
+    std::vector<int> failures(jobs.size(), 0);
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < jobs.size(); ++t)
+        threads.emplace_back([&, t] {
+            const Job& j = jobs[t];
+            std::vector<float> y(j.M * 48);
+            for (int it = 0; it < 50; ++it) {
+                linear_forward(y.data(), j.X.data(), j.W.view(), j.M);
+                if (std::memcmp(y.data(), j.want.data(), y.size() * sizeof(float)) != 0) ++failures[t];
+            }
+        });
+    for (auto& th : threads) th.join();
+    for (size_t t = 0; t < jobs.size(); ++t) EXPECT_EQ(failures[t], 0) << "job M=" << jobs[t].M;
+}
+
+TEST(Matmul, EmptySumIsZeroOrKeepsAccumulator) {
+    std::vector<float> Y = {1.f, 2.f, 3.f, 4.f};  // (2, 2)
+    float dummy = 0.f;
+    WeightView W{WeightType::bf16, &dummy, 2, 0};
+    linear_forward(Y.data(), &dummy, W, 2, true);
+    EXPECT_EQ(Y, (std::vector<float>{1.f, 2.f, 3.f, 4.f}));
+    linear_forward(Y.data(), &dummy, W, 2, false);
+    EXPECT_EQ(Y, (std::vector<float>{0.f, 0.f, 0.f, 0.f}));
+    WeightView bad{WeightType::f32, nullptr, 3, 3};
+    EXPECT_THROW(linear_forward(Y.data(), &dummy, bad, 1), Error);
+}
