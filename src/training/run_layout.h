@@ -1,0 +1,47 @@
+// run_layout.h — where everything of a study lives inside a run folder.
+//
+//   RUN/config.json            effective config of the study (written once)
+//   RUN/corpus/                prepare: learn/ eval/ gold/ manifest.json
+//   RUN/base/                  pretrain (tiny preset): a Hugging Face folder
+//                              (config.json, model.safetensors, tokenizer.json,
+//                              generation_config.json) + pretrain.json
+//   RUN/sft/ RUN/reward/ RUN/ppo/
+//       <mode>.state.gz        resume state after --mode interrupt|continuous|resume
+//       <mode>.json            stage report of that mode (identity, history, seconds…)
+//       checkpoints/           periodic resume checkpoints (crash safety)
+//       final/                 learned state of the resumed run (safetensors + peft/)
+//       resume-check.json      PASS/FAIL with both sha256
+//   RUN/reward/reward-test.json   judge accuracy on the test pairs
+//   RUN/ppo/rollouts/          every rollout with its per-token table
+//   RUN/ppo/metrics.jsonl      per-iteration metrics (TRL names)
+//   RUN/eval/                  evaluate: generations and rubric verdicts
+//   RUN/exercise.json, RUN/report.html, RUN/results.json
+#pragma once
+#include <filesystem>
+#include <string>
+
+namespace ppolab {
+
+struct RunLayout {
+    std::filesystem::path root;
+
+    std::filesystem::path config() const { return root / "config.json"; }
+    std::filesystem::path corpus() const { return root / "corpus"; }
+    std::filesystem::path base() const { return root / "base"; }
+    std::filesystem::path stage(const std::string& name) const { return root / name; }  // sft|reward|ppo
+    std::filesystem::path state(const std::string& stage_name, const std::string& mode) const {
+        return stage(stage_name) / (mode + ".state.gz");
+    }
+    std::filesystem::path report(const std::string& stage_name, const std::string& mode) const {
+        return stage(stage_name) / (mode + ".json");
+    }
+    std::filesystem::path final_dir(const std::string& stage_name) const { return stage(stage_name) / "final"; }
+    std::filesystem::path resume_check(const std::string& stage_name) const {
+        return stage(stage_name) / "resume-check.json";
+    }
+    std::filesystem::path eval() const { return root / "eval"; }
+    std::filesystem::path results() const { return root / "results.json"; }
+    std::filesystem::path report_html() const { return root / "report.html"; }
+};
+
+}  // namespace ppolab
