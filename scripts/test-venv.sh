@@ -12,5 +12,9 @@ fi
 if ! "$VENV/bin/python" -c "import tokenizers" 2>/dev/null; then
   "$VENV/bin/pip" install -q --disable-pip-version-check "tokenizers==0.20.3" >&2
 fi
-"$VENV/bin/python" -c "import torch, numpy, tokenizers" >&2
+# The reference safetensors reader/writer (oracle of tests/model/test_safetensors).
+if ! "$VENV/bin/python" -c "import safetensors" 2>/dev/null; then
+  "$VENV/bin/pip" install -q --disable-pip-version-check "safetensors==0.4.5" >&2
+fi
+"$VENV/bin/python" -c "import torch, numpy, tokenizers, safetensors" >&2
 echo "$PWD/$VENV/bin/python"

@@ -358,8 +358,10 @@ void save_checkpoint(const fs::path& dir_in, const Qwen2Weights& w, const fs::pa
     // Write a hidden sibling folder, then rename it into place.
     const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
     std::random_device rd;
-    const fs::path tmp = parent / ("." + dir.filename().string() + ".partial" + std::to_string(::getpid()) + "-" +
-                                   std::to_string(rd()));
+    std::string tmp_name = ".";
+    tmp_name += dir.filename().string();
+    tmp_name += ".partial" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+    const fs::path tmp = parent / tmp_name;
     create_new_directory(tmp);
     try {
         write_json_atomic(tmp / "config.json", w.config.to_json());

@@ -176,14 +176,15 @@ void SafetensorsFile::parse() {
         t.dtype = entry["dtype"].get<std::string>();
         size_t elem = safetensors_dtype_size(t.dtype);
         if (elem == 0) fail(where_, ": tensor '", name, "' has unknown dtype '", t.dtype, "'");
-        // Bytes the shape needs, with overflow checked against the file size.
+        // Bytes the shape needs, with overflow caught (2^62 is beyond any file).
+        constexpr uint64_t kLimit = uint64_t(1) << 62;
         uint64_t need = elem;
         bool too_big = false;
         for (const json& d : entry["shape"]) {
             uint64_t dim = header_uint(d, where_, name, "shape");
-            if (dim > static_cast<uint64_t>(INT64_MAX)) too_big = true;
-            t.shape.push_back(static_cast<int64_t>(std::min<uint64_t>(dim, INT64_MAX)));
-            if (dim != 0 && need > data_size / dim) too_big = true;
+            if (dim > kLimit) too_big = true;
+            t.shape.push_back(static_cast<int64_t>(std::min<uint64_t>(dim, kLimit)));
+            if (dim != 0 && need > kLimit / dim) too_big = true;
             need = too_big ? need : need * dim;
         }
         uint64_t begin = header_uint(entry["data_offsets"][0], where_, name, "data_offsets");
