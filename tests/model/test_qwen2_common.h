@@ -199,3 +199,84 @@ double rel_max_error(const A& got, const B& want, double floor = 1e-12) {
 }
 
 }  // namespace ppolab::test
+
+#include "model/scoring.h"
+
+namespace ppolab::test {
+
+// The three losses of the gradient checks, on a scoring batch:
+//   ce    = −mean over response tokens of log p(token | prefix)
+//   bt    = −mean log σ(s_c − s_r), rows [0, B/2) chosen, [B/2, B) rejected
+//   value = 0.5 · mean over response tokens of (V − target)²
+// Returns the loss; with `backward` also runs the backward.
+enum class Loss { ce, bt, value };
+inline const char* loss_name(Loss l) { return l == Loss::ce ? "ce" : l == Loss::bt ? "bt" : "value"; }
+
+inline double run_loss(Loss kind, Scorer& sc, const ScoringBatch& s, ScalarHead& head,
+                       const std::vector<float>& targets, bool backward) {
+    const int64_t N = s.B * s.T;
+    int64_t M = 0;
+    for (auto r : s.response_mask) M += r;
+    if (kind == Loss::ce) {
+        std::vector<float> logp(static_cast<size_t>(N)), d(static_cast<size_t>(N), 0.f);
+        sc.response_logprobs(s, logp.data(), backward);
+        double loss = 0;
+        for (int64_t n = 0; n < N; ++n)
+            if (s.response_mask[static_cast<size_t>(n)]) {
+                loss -= logp[static_cast<size_t>(n)];
+                d[static_cast<size_t>(n)] = -1.f / static_cast<float>(M);
+            }
+        if (backward) sc.response_logprobs_backward(s, d.data());
+        return loss / static_cast<double>(M);
+    }
+    if (kind == Loss::bt) {
+        const int64_t half = s.B / 2;
+        std::vector<float> scores(static_cast<size_t>(s.B)), d(static_cast<size_t>(s.B), 0.f);
+        sc.reward_scores(s, head, scores.data(), backward);
+        double loss = 0;
+        for (int64_t i = 0; i < half; ++i) {
+            const double diff = scores[static_cast<size_t>(i)] - scores[static_cast<size_t>(i + half)];
+            loss += std::log1p(std::exp(-diff));
+            const double g = -1.0 / (1.0 + std::exp(diff)) / static_cast<double>(half);  // dL/ds_c
+            d[static_cast<size_t>(i)] = static_cast<float>(g);
+            d[static_cast<size_t>(i + half)] = static_cast<float>(-g);
+        }
+        if (backward) sc.reward_scores_backward(s, head, d.data());
+        return loss / static_cast<double>(half);
+    }
+    std::vector<float> values(static_cast<size_t>(N)), d(static_cast<size_t>(N), 0.f);
+    sc.critic_values(s, head, values.data(), backward);
+    double loss = 0;
+    for (int64_t n = 0; n < N; ++n)
+        if (s.response_mask[static_cast<size_t>(n)]) {
+            const double e = values[static_cast<size_t>(n)] - targets[static_cast<size_t>(n)];
+            loss += 0.5 * e * e;
+            d[static_cast<size_t>(n)] = static_cast<float>(e / static_cast<double>(M));
+        }
+    if (backward) sc.critic_values_backward(s, head, d.data());
+    return loss / static_cast<double>(M);
+}
+
+// Two chosen/rejected pairs of (prompt, response) rows of different lengths:
+// prompts left-padded, responses right-padded, so the last batch column is
+// padding for every row but one.
+inline ScoringBatch pair_batch(int64_t V, uint64_t seed) {
+    Philox rng(seed, 3);
+    auto toks = [&](int64_t n) {
+        std::vector<int32_t> t(static_cast<size_t>(n));
+        for (auto& x : t) x = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
+        return t;
+    };
+    std::vector<ScoringRow> rows = {{toks(5), toks(4)}, {toks(3), toks(2)}, {toks(6), toks(3)}, {toks(2), toks(5)}};
+    return scoring_batch(rows, ScoringLimits{}, 0);
+}
+
+inline std::vector<float> value_targets(const ScoringBatch& s, uint64_t seed) {
+    Philox rng(seed, 4);
+    std::vector<float> t(static_cast<size_t>(s.B * s.T), 0.f);
+    for (size_t i = 0; i < t.size(); ++i)
+        if (s.response_mask[i]) t[i] = static_cast<float>(rng.normal());
+    return t;
+}
+
+}  // namespace ppolab::test

@@ -1,0 +1,156 @@
+// Gradients of the Qwen2 model against PyTorch autograd (float64) on the
+// same small random Qwen2 (tests/oracle/qwen2_ref.py), for three losses:
+// token cross-entropy over response tokens, the Bradley–Terry pair loss,
+// and the squared value loss (see run_loss in test_qwen2_common.h).
+//
+// 1. FP32 weights, LoRA (B non-zero), a scalar head and full-parameter
+//    gradients all at once: every LoRA A/B, both head tensors and every
+//    weight, norm, bias and the tied embedding are compared. Tolerance: max
+//    |ppolab − torch| ≤ 1e-4 · max |torch| per tensor. ppolab computes in FP32
+//    (relative rounding ~1e-7 per operation; sums over ≤ 96 terms and the
+//    softmax backward's cancellation amplify it); measured ≈ 1.5e-6. The
+//    error is relative to max(max |torch|, 1e-6): the BT loss gives the head
+//    bias an exact zero gradient, which FP32 sums reach only up to ~1e-8.
+// 2. BF16 base, LoRA only: the oracle applies the forward roundings, but
+//    ppolab's backward also rounds the gradient entering each BF16 product's
+//    input-backward to BF16 (matmul.h), 2^-9 relative per element, which the
+//    float64 oracle does not: tolerance 3e-2 · max |torch| per tensor
+//    (measured ≈ 5e-3). A wrong gradient is off by O(1).
+#include "test_qwen2_common.h"
+
+using namespace ppolab;
+using namespace ppolab::test;
+
+namespace {
+
+constexpr Loss kLosses[] = {Loss::ce, Loss::bt, Loss::value};
+
+json run_json(const ScoringBatch& s, const std::vector<float>& targets) {
+    return {{"prefix", ""},
+            {"tokens", rows_json(s.tokens, s.B, s.T)},
+            {"mask", rows_json(s.mask, s.B, s.T)},
+            {"response_mask", rows_json(s.response_mask, s.B, s.T)},
+            {"value_targets", rows_json(targets, s.B, s.T)},
+            {"tasks", {"ce", "bt", "value"}}};
+}
+
+struct Grad {
+    std::string name;
+    std::vector<float> g;
+};
+
+std::vector<Grad> grads_of(const ParamList& list) {
+    std::vector<Grad> out;
+    for (const auto& p : list) out.push_back({p.name, {p.grad, p.grad + p.numel()}});
+    return out;
+}
+
+}  // namespace
+
+TEST(Qwen2Grad, Fp32LoraHeadAndFullModeMatchTorchAutograd) {
+    Qwen2Config c = small_config();
+    Qwen2Weights w = small_weights(c, WeightType::f32);
+    Qwen2Weights g = qwen2_grads_like(w);
+    LoraAdapters lora = random_lora(c, 21);
+    ScalarHead head = random_head(c.hidden_size, 22);
+    Qwen2 model(w, &lora);
+    model.set_full_grads(&g);
+    Scorer sc(model);
+    ScoringBatch s = pair_batch(c.vocab_size, 23);
+    std::vector<float> targets = value_targets(s, 24);
+
+    Oracle o;
+    o.add(weight_tensors(w));
+    o.add(param_tensors(lora.parameters()));
+    o.add(param_tensors(head.parameters()));
+    o.spec()["config"] = config_json(c);
+    o.spec()["bf16"] = false;
+    o.spec()["lora"] = {{"rank", lora.config().rank}, {"alpha", lora.config().alpha}};
+    o.spec()["runs"] = {run_json(s, targets)};
+    o.run();
+
+    for (Loss kind : kLosses) {
+        lora.zero_grad();
+        head.zero_grad();
+        qwen2_grads_zero(g);
+        double loss = run_loss(kind, sc, s, head, targets, true);
+        EXPECT_NEAR(loss, o.get(std::string(loss_name(kind)) + ".loss")[0], 1e-5 * std::abs(loss))
+            << loss_name(kind);
+        std::vector<Grad> all = grads_of(lora.parameters());
+        for (auto& x : grads_of(head.parameters())) all.push_back(x);
+        for (auto& x : grads_of(qwen2_parameters(w, &g))) all.push_back(x);
+        double worst = 0;
+        std::string worst_name;
+        for (const auto& x : all) {
+            const auto& want = o.get(std::string(loss_name(kind)) + ".grad." + x.name);
+            ASSERT_EQ(want.size(), x.g.size()) << x.name;
+            double e = rel_max_error(x.g, want, 1e-6);  // floor: a zero gradient (BT head bias) is float noise
+            EXPECT_LT(e, 1e-4) << loss_name(kind) << " gradient of " << x.name;
+            if (e > worst) worst = e, worst_name = x.name;
+        }
+        std::printf("[FP32 %s] loss %.6f, %zu tensors, worst relative gradient error %.2e (%s)\n", loss_name(kind),
+                    loss, all.size(), worst, worst_name.c_str());
+    }
+}
+
+TEST(Qwen2Grad, Bf16BaseLoraGradientsMatchTorchAutograd) {
+    Qwen2Config c = small_config();
+    Qwen2Weights w = small_weights(c, WeightType::bf16);
+    LoraAdapters lora = random_lora(c, 31);
+    ScalarHead head = random_head(c.hidden_size, 32);
+    Qwen2 model(w, &lora);
+    Scorer sc(model);
+    ScoringBatch s = pair_batch(c.vocab_size, 33);
+    std::vector<float> targets = value_targets(s, 34);
+
+    Oracle o;
+    o.add(weight_tensors(w));
+    o.add(param_tensors(lora.parameters()));
+    o.add(param_tensors(head.parameters()));
+    o.spec()["config"] = config_json(c);
+    o.spec()["bf16"] = true;
+    o.spec()["lora"] = {{"rank", lora.config().rank}, {"alpha", lora.config().alpha}};
+    o.spec()["runs"] = {run_json(s, targets)};
+    o.run();
+
+    for (Loss kind : kLosses) {
+        lora.zero_grad();
+        head.zero_grad();
+        double loss = run_loss(kind, sc, s, head, targets, true);
+        EXPECT_NEAR(loss, o.get(std::string(loss_name(kind)) + ".loss")[0], 1e-2 * std::abs(loss))
+            << loss_name(kind);
+        std::vector<Grad> all = grads_of(lora.parameters());
+        for (auto& x : grads_of(head.parameters())) all.push_back(x);
+        double worst = 0;
+        std::string worst_name;
+        for (const auto& x : all) {
+            const auto& want = o.get(std::string(loss_name(kind)) + ".grad." + x.name);
+            double e = rel_max_error(x.g, want, 1e-6);  // floor: a zero gradient (BT head bias) is float noise
+            EXPECT_LT(e, 3e-2) << loss_name(kind) << " gradient of " << x.name;
+            if (e > worst) worst = e, worst_name = x.name;
+        }
+        std::printf("[BF16 %s] loss %.6f, worst relative gradient error %.2e (%s)\n", loss_name(kind), loss, worst,
+                    worst_name.c_str());
+    }
+}
+
+// LoRA with B = 0 (the SPEC's initial state) still gives A no gradient and B
+// a non-zero one; frozen weights (no full grads) receive nothing.
+TEST(Qwen2Grad, FreshLoraGradientsFlowToBOnly) {
+    Qwen2Config c = small_config();
+    Qwen2Weights w = small_weights(c, WeightType::bf16);
+    LoraAdapters lora(c, LoraConfig{}, 5);
+    ScalarHead head = ScalarHead::zeros(c.hidden_size);
+    Qwen2 model(w, &lora);
+    Scorer sc(model);
+    ScoringBatch s = pair_batch(c.vocab_size, 6);
+    run_loss(Loss::ce, sc, s, head, {}, true);
+    for (const auto& p : lora.parameters()) {
+        double norm = 0;
+        for (int64_t i = 0; i < p.numel(); ++i) norm += std::abs(p.grad[i]);
+        if (p.name.ends_with("lora_A"))
+            EXPECT_EQ(norm, 0.0) << p.name;
+        else
+            EXPECT_GT(norm, 0.0) << p.name;
+    }
+}
