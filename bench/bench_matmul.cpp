@@ -89,7 +89,7 @@ void bench_forward(benchmark::State& state, Proj p, int64_t M, Variant v) {
     WeightSet& w = weights(p);
     std::vector<float> X = activations(M * p.K);  // (M, K)
     std::vector<float> Y(M * p.N, 0.f);           // (M, N)
-    const char* path = v == Variant::automatic ? matmul_path_name(M, WeightType::bf16)
+    const char* path = v == Variant::automatic ? matmul_path_name(M, p.N, p.K)
                        : v == Variant::dnnl_plain ? "dnnl (plain weights)"
                                                   : "dnnl (prepacked weights)";
     for (auto _ : state) {
@@ -117,7 +117,7 @@ void bench_backward_input(benchmark::State& state, Proj p, int64_t M) {
         benchmark::DoNotOptimize(dX.data());
         benchmark::ClobberMemory();
     }
-    set_counters(state, M, p.N, p.K, matmul_path_name(M, WeightType::bf16));
+    set_counters(state, M, p.N, p.K, matmul_path_name(M, p.N, p.K));
 }
 
 // dW (N, K) += dY (M, N)ᵀ · X (M, K), FP32 (full-parameter training).

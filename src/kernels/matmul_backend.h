@@ -23,6 +23,9 @@ enum class MatmulPath { automatic, small_m, dnnl, portable };
 // Rows up to which the automatic path uses the small-M kernels (measured:
 // bench_matmul, BENCHMARKS.md).
 inline constexpr int64_t kSmallM = 8;
+// Products of fewer multiply-adds than this run single-threaded in the
+// portable loops (oneDNN's call overhead is a few µs).
+inline constexpr int64_t kTinyWork = int64_t(1) << 15;
 
 // Forces a path for every following call in the process (tests, benchmarks);
 // automatic restores the per-call choice. Forcing small_m on a CPU without
@@ -31,9 +34,9 @@ void matmul_set_path(MatmulPath path);
 MatmulPath matmul_path();
 // True when the CPU has AVX-512 F/BW/VL + BF16 (checked once, cpuid).
 bool matmul_has_avx512bf16();
-// Short name of the path a call with M rows and weights of `type` takes now:
-// "small_m_avx512", "dnnl", "portable" (benchmarks print it).
-const char* matmul_path_name(int64_t M, WeightType type);
+// Short name of the path an (M, N, K) product takes now: "small_m_avx512",
+// "dnnl", "portable" (benchmarks and tests print it).
+const char* matmul_path_name(int64_t M, int64_t N, int64_t K);
 
 // X (M, K) FP32 → Xb (M, K) BF16, round to nearest even (vcvtne2ps2bf16 when
 // available). Exposed because the engine may want pre-rounded activations.

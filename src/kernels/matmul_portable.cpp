@@ -8,6 +8,10 @@
 #include "kernels/matmul_backend.h"
 
 namespace ppolab {
+
+// Below this many multiply-adds a product runs on the calling thread (an
+// OpenMP region costs more than the work, and far more on a busy machine).
+constexpr int64_t kParallelWork = int64_t(1) << 16;
 namespace {
 
 constexpr int kLanes = 16;
@@ -47,7 +51,7 @@ void portable_forward(float* Y, const float* X, WeightView W, int64_t M, bool ac
         for (int64_t i = 0; i < M * K; ++i) xr[i] = round_to_bf16(X[i]);
         x = xr.data();
     }
-#pragma omp parallel
+#pragma omp parallel if (M * N * K >= kParallelWork)
     {
         std::vector<float> w(K);  // (K) one weight row in FP32
 #pragma omp for schedule(static)
@@ -64,7 +68,7 @@ void portable_forward(float* Y, const float* X, WeightView W, int64_t M, bool ac
 void portable_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate) {
     const int64_t N = W.rows, K = W.cols;
     const bool round = W.type == WeightType::bf16;
-#pragma omp parallel
+#pragma omp parallel if (M * N * K >= kParallelWork)
     {
         std::vector<float> w(K);    // (K) one weight row in FP32
         std::vector<float> acc(K);  // (K) one row of dX
@@ -83,7 +87,7 @@ void portable_backward_input(float* dX, const float* dY, WeightView W, int64_t M
 }
 
 void portable_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (M * N * K >= kParallelWork)
     for (int64_t n = 0; n < N; ++n) {
         float* dw = dW + n * K;
         for (int64_t m = 0; m < M; ++m) {

@@ -1,0 +1,184 @@
+// bench_model.cpp — whole-model speed on the exact Qwen2.5-0.5B shape (random
+// BF16 weights in memory, 2 threads), the workloads of SPEC §11:
+//
+//   forward  — forward of 1×128 tokens with full logits (128 × 151936)
+//   decode   — KV-cached decode: 64 new tokens after a 64-token prompt
+//              (tok/s over the 64 decode steps; the prefill is reported apart)
+//   lora1    — LoRA (r 8, α 16, all seven projections) fwd + bwd of the mean
+//   lora4      token cross-entropy over 1×128 / 4×128 tokens (full-vocab
+//              log-softmax through lm_logprobs), adapter gradients accumulated
+//
+//   bench_model --workload forward|decode|lora1|lora4 [--reps N]
+//
+// Prints one JSON line per workload: {"name", "tok_s", "ms", "reps",
+// "peak_rss_mib", ...}; run_benchmarks.sh runs one workload per process so
+// that the peak RSS is that workload's own, and puts PyTorch beside it.
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/lm_head.h"
+#include "kernels/matmul_backend.h"
+#include "model/init.h"
+#include "model/kv_cache.h"
+#include "model/lora.h"
+#include "model/qwen2.h"
+#include "util/error.h"
+#include "util/rng.h"
+
+using namespace ppolab;
+
+namespace {
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double peak_rss_mib() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_maxrss) / 1024.0;  // KiB on Linux
+}
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
+    Philox rng(seed, 3);
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab)));
+    return t;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+void report(const std::string& name, int64_t tokens, const std::vector<double>& secs, const std::string& extra) {
+    const double s = median(secs);
+    std::printf("{\"name\": \"%s\", \"tok_s\": %.2f, \"ms\": %.2f, \"reps\": %zu, \"peak_rss_mib\": %.0f%s}\n",
+                name.c_str(), static_cast<double>(tokens) / s, s * 1e3, secs.size(), peak_rss_mib(), extra.c_str());
+    std::fflush(stdout);
+}
+
+void run_forward(const Qwen2Weights& w, int reps) {
+    const int64_t T = 128, V = w.config.vocab_size;
+    Qwen2 model(w);
+    std::vector<int32_t> tokens = random_tokens(T, V, 1);  // (1, T)
+    std::vector<uint8_t> mask(T, 1);                       // (1, T)
+    std::vector<float> logits(T * V);                      // (1, T, V)
+    std::vector<double> secs;
+    for (int r = 0; r <= reps; ++r) {  // r = 0: warm-up (first touch, primitives)
+        double t0 = now_s();
+        model.forward(tokens.data(), mask.data(), 1, T, /*save_for_backward=*/false);
+        model.logits(logits.data());
+        if (r > 0) secs.push_back(now_s() - t0);
+    }
+    report("forward 1x128 full logits", T, secs, "");
+}
+
+void run_decode(const Qwen2Weights& w, int reps) {
+    const int64_t P = 64, G = 64, V = w.config.vocab_size;
+    Qwen2 model(w);
+    KvCache cache(w.config, 1, P + G);
+    std::vector<int32_t> prompt = random_tokens(P, V, 2);  // (1, P)
+    std::vector<int32_t> fed = random_tokens(G, V, 3);     // (G) the tokens fed back
+    std::vector<uint8_t> mask(P, 1);
+    std::vector<float> logits(V);  // (1, V)
+    std::vector<double> secs, prefill;
+    for (int r = 0; r <= reps; ++r) {
+        cache.clear();
+        double t0 = now_s();
+        model.forward(prompt.data(), mask.data(), 1, P, /*save_for_backward=*/false, &cache);
+        double t1 = now_s();
+        for (int64_t g = 0; g < G; ++g) model.decode_step(cache, &fed[g], logits.data());
+        double t2 = now_s();
+        if (r > 0) {
+            prefill.push_back(t1 - t0);
+            secs.push_back(t2 - t1);
+        }
+    }
+    // Bytes of weight read per decode step: every matrix once (LM head tied).
+    double bytes = 0;
+    for (const auto& l : w.layers)
+        for (const Matrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
+            bytes += 2.0 * m->numel();
+    bytes += 2.0 * w.output_matrix().numel();
+    const double step = median(secs) / G;
+    char extra[160];
+    std::snprintf(extra, sizeof extra, ", \"prefill_ms\": %.2f, \"weight_gb_s\": %.1f", median(prefill) * 1e3,
+                  bytes / step * 1e-9);
+    report("decode 64 after 64", G, secs, extra);
+}
+
+void run_lora(const Qwen2Weights& w, int64_t B, int reps) {
+    const int64_t T = 128, N = B * T, V = w.config.vocab_size, H = w.config.hidden_size;
+    LoraAdapters lora(w.config, LoraConfig{}, 50);
+    Qwen2 model(w, &lora);
+    std::vector<int32_t> tokens = random_tokens(N, V, 4);   // (B, T)
+    std::vector<int32_t> targets = random_tokens(N, V, 5);  // (B, T) next tokens
+    std::vector<uint8_t> mask(N, 1);
+    std::vector<float> logp(N), dlogp(N, -1.f / static_cast<float>(N)), dh(N * H);  // loss = −mean logp
+    std::vector<double> secs;
+    double loss = 0;
+    for (int r = 0; r <= reps; ++r) {
+        lora.zero_grad();
+        double t0 = now_s();
+        const float* h = model.forward(tokens.data(), mask.data(), B, T, /*save_for_backward=*/true);
+        lm_logprobs_forward(logp.data(), h, targets.data(), w.output_matrix().view(), N);
+        lm_logprobs_backward(dh.data(), nullptr, dlogp.data(), h, targets.data(), w.output_matrix().view(), N);
+        model.backward(dh.data());
+        if (r > 0) secs.push_back(now_s() - t0);
+        loss = 0;
+        for (float x : logp) loss -= x;
+        loss /= static_cast<double>(N);
+    }
+    char extra[64];
+    std::snprintf(extra, sizeof extra, ", \"loss\": %.4f", loss);
+    report("lora fwd+bwd CE " + std::to_string(B) + "x128", N, secs, extra);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string workload = "forward";
+    int reps = 3;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--workload" && i + 1 < argc)
+            workload = argv[++i];
+        else if (a == "--reps" && i + 1 < argc)
+            reps = std::max(1, std::atoi(argv[++i]));
+        else {
+            std::fprintf(stderr, "bench_model: unknown argument '%s'; expected --workload forward|decode|lora1|lora4, --reps N\n",
+                         a.c_str());
+            return 2;
+        }
+    }
+    if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(2);
+    try {
+        InitOptions init;
+        init.seed = 1;
+        init.matrices = WeightType::bf16;
+        const Qwen2Weights w = random_weights(model_shape("qwen2.5-0.5b"), init);
+        if (workload == "forward")
+            run_forward(w, reps);
+        else if (workload == "decode")
+            run_decode(w, reps);
+        else if (workload == "lora1")
+            run_lora(w, 1, reps);
+        else if (workload == "lora4")
+            run_lora(w, 4, reps);
+        else
+            fail("bench_model: --workload '", workload, "'; expected forward, decode, lora1 or lora4");
+    } catch (const Error& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+    return 0;
+}
