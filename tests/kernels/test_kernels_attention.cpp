@@ -67,19 +67,28 @@ TEST(Attention, GradientsMatchFiniteDifferences) {
 TEST(Attention, ProbabilitiesAreCausalMaskedAndNormalised) {
     Problem pr({2, 6, 2, 1, 8}, {0, 3}, 30);
     std::vector<double> probs;
+    std::vector<float> pf;
     auto out = pr.forward<double>(&probs);
+    auto outf = pr.forward<float>(&pf);  // the vectorised float path: exact zeros too
     for (int64_t b = 0; b < 2; ++b)
         for (int64_t h = 0; h < 2; ++h)
             for (int64_t t = 0; t < 6; ++t) {
                 const double* p = &probs[((b * 2 + h) * 6 + t) * 6];
                 double sum = 0;
                 for (int64_t j = 0; j < 6; ++j) {
-                    if (j > t || !pr.mask[b * 6 + j] || !pr.mask[b * 6 + t]) EXPECT_EQ(p[j], 0.0) << b << h << t << j;
+                    if (j > t || !pr.mask[b * 6 + j] || !pr.mask[b * 6 + t]) {
+                        EXPECT_EQ(p[j], 0.0) << b << h << t << j;
+                        EXPECT_EQ(pf[((b * 2 + h) * 6 + t) * 6 + j], 0.f) << "float " << b << h << t << j;
+                    }
                     sum += p[j];
                 }
                 EXPECT_NEAR(sum, pr.mask[b * 6 + t] ? 1.0 : 0.0, 1e-14);
-                if (!pr.mask[b * 6 + t])
-                    for (int64_t d = 0; d < 8; ++d) EXPECT_EQ(out[((b * 6 + t) * 2 + h) * 8 + d], 0.0);
+                if (!pr.mask[b * 6 + t]) {
+                    for (int64_t d = 0; d < 8; ++d) {
+                        EXPECT_EQ(out[((b * 6 + t) * 2 + h) * 8 + d], 0.0);
+                        EXPECT_EQ(outf[((b * 6 + t) * 2 + h) * 8 + d], 0.f);
+                    }
+                }
             }
 }
 
@@ -142,9 +151,18 @@ TEST(Attention, PaddedRowsEqualUnpaddedRows) {
     }
 }
 
-TEST(Attention, FloatMatchesDouble) {
-    // Threaded path, GQA 14/2, several padding lengths.
-    Problem pr({3, 40, 14, 2, 64}, {0, 7, 39}, 90);
+class AttentionFloat : public ::testing::TestWithParam<AttentionShape> {};
+
+// hd = 64 takes the AVX-512 path where the CPU has it, hd = 24 the AVX2 path,
+// hd = 6 the generic loops; T is not a multiple of any block size.
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionFloat,
+                         ::testing::Values(AttentionShape{3, 40, 14, 2, 64}, AttentionShape{3, 37, 4, 2, 24},
+                                           AttentionShape{3, 11, 4, 4, 6}));
+
+TEST_P(AttentionFloat, MatchesDouble) {
+    // Threaded path, GQA, several padding lengths (the last row is padding but for its last token).
+    const AttentionShape shape = GetParam();
+    Problem pr(shape, {0, 7, shape.T - 1}, 90);
     auto g = kt::random_vec(pr.out_size(), 91);
     std::vector<double> pd;
     std::vector<float> pf;
