@@ -80,7 +80,8 @@ TEST(LmHead, GradientsMatchFiniteDifferencesOfTheFloatCode) {
     lm_logprobs_backward(dh2.data(), dW2.data(), dlogp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
     for (auto& x : dW2) x -= 1.f;
     kt::expect_close(dh2, dh, 0, 0, "dh overwritten");
-    kt::expect_close(dW2, dW, 1e-7, 1e-6, "dW accumulated");
+    // Adding onto 1 and subtracting it again costs up to one ulp of 1 (1.2e-7) per element.
+    kt::expect_close(dW2, dW, 2.5e-7, 0, "dW accumulated");
     lm_logprobs_backward(dh2.data(), nullptr, dlogp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
     kt::expect_close(dh2, dh, 0, 0, "dh without dW");
 }
