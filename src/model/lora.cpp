@@ -155,7 +155,7 @@ void projection_forward(float* y, float* mid, const float* x, const Matrix& W, c
     const float* B = adapter ? adapter->B.data() : nullptr;  // (out, r)
     const int64_t r = adapter ? adapter->rank : 0;
     const float s = adapter ? adapter->scale : 0.f;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (M * N > 32768)
     for (int64_t m = 0; m < M; ++m) {
         float* ym = y + m * N;  // (out)
         if (bias)

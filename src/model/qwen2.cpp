@@ -141,7 +141,7 @@ static void activations_ensure(Qwen2Activations& A, const Qwen2Config& c, int64_
 static void embed_rows(float* x, const Matrix& E, const int32_t* tokens, int64_t N) {
     // x (N, H); E (V, H)
     const int64_t H = E.cols;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * H > 32768)
     for (int64_t n = 0; n < N; ++n) {
         float* xn = x + n * H;
         const int64_t t = tokens[n];
@@ -153,7 +153,7 @@ static void embed_rows(float* x, const Matrix& E, const int32_t* tokens, int64_t
 }
 
 static void add_into(float* out, const float* a, const float* b, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 

@@ -1,0 +1,151 @@
+// Sampling and generation: temperature-1 frequencies match the softmax
+// (chi-square, fixed seed), greedy picks the argmax (ties to the lowest id),
+// returned log-probs equal log_softmax, the same generator state gives the
+// same tokens, and the generation loop stops rows at EOS or at the length
+// limit with log-probs that agree with a teacher-forced re-score.
+#include <cmath>
+
+#include "model/generate.h"
+#include "model/sampling.h"
+#include "test_qwen2_common.h"
+
+using namespace ppolab;
+using namespace ppolab::test;
+
+TEST(Sampling, Temperature1FrequenciesMatchSoftmax) {
+    const std::vector<float> logits = {1.0f, 0.0f, -1.0f, 2.0f, 0.5f, -3.0f};
+    const int64_t V = static_cast<int64_t>(logits.size());
+    std::vector<double> p(logits.size());
+    double z = 0;
+    for (size_t i = 0; i < p.size(); ++i) z += p[i] = std::exp(static_cast<double>(logits[i]));
+    for (auto& x : p) x /= z;
+    Philox rng(2024, 7);
+    const int n = 40000;
+    std::vector<int> count(logits.size(), 0);
+    for (int i = 0; i < n; ++i) {
+        SampledToken s = sample_temperature1(logits.data(), V, rng);
+        ASSERT_GE(s.token, 0);
+        ASSERT_LT(s.token, V);
+        ++count[static_cast<size_t>(s.token)];
+        ASSERT_NEAR(s.logp, std::log(p[static_cast<size_t>(s.token)]), 1e-6);
+    }
+    EXPECT_EQ(rng.counter(), static_cast<uint64_t>(n));  // one uniform per token
+    double chi2 = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+        const double e = n * p[i];
+        chi2 += (count[i] - e) * (count[i] - e) / e;
+    }
+    // 5 degrees of freedom: P(χ² > 20.5) = 0.001. A sampler off by one token
+    // or using float32 cumulative sums of the wrong order gives χ² in the thousands.
+    EXPECT_LT(chi2, 20.5) << "chi-square " << chi2;
+    std::printf("chi-square %.2f (5 dof) over %d draws\n", chi2, n);
+}
+
+TEST(Sampling, SameStateSameTokens) {
+    std::vector<float> logits(300);
+    Philox init(3, 0);
+    for (auto& x : logits) x = static_cast<float>(init.normal());
+    Philox a(77, 1), b(77, 1);
+    std::vector<int32_t> ta, tb;
+    for (int i = 0; i < 50; ++i) ta.push_back(sample_temperature1(logits.data(), 300, a).token);
+    b.set_counter(20);
+    Philox c(77, 1);
+    for (int i = 0; i < 20; ++i) sample_temperature1(logits.data(), 300, c);
+    EXPECT_EQ(b, c);  // the state is (seed, stream, counter): resuming at 20 is exact
+    for (int i = 20; i < 50; ++i) tb.push_back(sample_temperature1(logits.data(), 300, b).token);
+    EXPECT_EQ(std::vector<int32_t>(ta.begin() + 20, ta.end()), tb);
+    Philox d(78, 1);
+    std::vector<int32_t> td;
+    for (int i = 0; i < 50; ++i) td.push_back(sample_temperature1(logits.data(), 300, d).token);
+    EXPECT_NE(ta, td);
+}
+
+TEST(Sampling, GreedyArgmaxTiesToLowestAndLogSoftmax) {
+    std::vector<float> logits = {0.5f, 3.0f, -1.0f, 3.0f, 2.9f};
+    SampledToken s = sample_greedy(logits.data(), 5);
+    EXPECT_EQ(s.token, 1);
+    double z = 0;
+    for (float x : logits) z += std::exp(static_cast<double>(x));
+    EXPECT_NEAR(s.logp, 3.0 - std::log(z), 1e-6);
+    EXPECT_NEAR(log_softmax_at(logits.data(), 5, 2), -1.0 - std::log(z), 1e-9);
+    // large logits: computed stably
+    std::vector<float> big = {1000.f, 999.f};
+    EXPECT_NEAR(sample_greedy(big.data(), 2).logp, -std::log1p(std::exp(-1.0)), 1e-6);
+}
+
+namespace {
+
+// Teacher-forced log-probs of a generation (row alone) by the scoring API.
+std::vector<float> rescore(Qwen2& m, const std::vector<int32_t>& prompt, const Generation& g) {
+    Scorer sc(m);
+    ScoringBatch s = scoring_batch({ScoringRow{prompt, g.tokens}}, ScoringLimits{1000, 1000, 2000}, 0);
+    std::vector<float> lp(static_cast<size_t>(s.T));
+    sc.response_logprobs(s, lp.data());
+    return std::vector<float>(lp.begin() + s.P, lp.end());
+}
+
+}  // namespace
+
+TEST(Generation, GreedyAndSampledRowsAgreeWithTeacherForcing) {
+    Qwen2Config c = small_config();
+    Qwen2Weights w = small_weights(c, WeightType::f32, 7, 0.3);
+    LoraAdapters lora = random_lora(c, 3);
+    Qwen2 model(w, &lora);
+    std::vector<std::vector<int32_t>> prompts = {{5, 6, 7, 8, 9}, {10, 11}, {12, 13, 14}};
+    for (bool greedy : {true, false}) {
+        GenerationOptions opt;
+        opt.max_new_tokens = 8;
+        opt.greedy = greedy;
+        Philox rng(11, 2);
+        auto gens = generate(model, prompts, opt, rng);
+        ASSERT_EQ(gens.size(), 3u);
+        for (size_t b = 0; b < gens.size(); ++b) {
+            EXPECT_EQ(gens[b].finish_reason, "length");
+            ASSERT_EQ(gens[b].tokens.size(), 8u);
+            auto lp = rescore(model, prompts[b], gens[b]);
+            for (size_t j = 0; j < lp.size(); ++j)
+                EXPECT_NEAR(gens[b].logprobs[j], lp[j], 1e-4) << (greedy ? "greedy" : "sampled") << " row " << b;
+        }
+        // the same generator state gives the same generations; a row's tokens do not depend on its batch
+        Philox again(11, 2);
+        auto gens2 = generate(model, prompts, opt, again);
+        for (size_t b = 0; b < gens.size(); ++b) EXPECT_EQ(gens[b].tokens, gens2[b].tokens);
+        if (greedy) {
+            Philox alone(11, 2);
+            auto one = generate(model, {prompts[1]}, opt, alone);
+            EXPECT_EQ(one[0].tokens, gens[1].tokens);
+        } else {
+            EXPECT_EQ(rng.counter(), 3u * 8u);  // one uniform per sampled token
+        }
+    }
+}
+
+TEST(Generation, OnlyEosEndsARow) {
+    Qwen2Config c = small_config();
+    Qwen2Weights w = small_weights(c, WeightType::bf16, 7, 0.3);
+    Qwen2 model(w);
+    std::vector<std::vector<int32_t>> prompts = {{5, 6, 7}, {8}};
+    GenerationOptions opt;
+    opt.max_new_tokens = 6;
+    opt.greedy = true;
+    Philox rng(1, 1);
+    auto ref = generate(model, prompts, opt, rng);
+    // make row 0's third greedy token the EOS id: row 0 ends there, row 1 runs on
+    opt.eos_id = ref[0].tokens[2];
+    auto gens = generate(model, prompts, opt, rng);
+    size_t first = 0;
+    while (ref[0].tokens[first] != opt.eos_id) ++first;
+    EXPECT_EQ(gens[0].finish_reason, "eos");
+    EXPECT_EQ(gens[0].tokens.size(), first + 1);
+    EXPECT_EQ(gens[0].tokens.back(), opt.eos_id);
+    EXPECT_EQ(gens[0].logprobs.size(), gens[0].tokens.size());
+    bool row1_has_eos = false;
+    for (auto t : ref[1].tokens) row1_has_eos |= t == opt.eos_id;
+    if (!row1_has_eos) {
+        EXPECT_EQ(gens[1].finish_reason, "length");
+        EXPECT_EQ(gens[1].tokens, ref[1].tokens);
+    }
+    // a cache too small is refused
+    KvCache small(c, 2, 4);
+    EXPECT_THROW(generate(model, small, prompts, opt, rng), Error);
+}

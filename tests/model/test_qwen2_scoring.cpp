@@ -1,0 +1,221 @@
+// The scoring API and the learned state of the roles: reward pooling at the
+// last active response token, critic values before each token, per-token
+// log-probs aligned by position, refusal of over-long rows, LoRA layout and
+// counts (4 399 104 on the 0.5B shape), heads of H + 1 parameters.
+#include <cmath>
+
+#include "model/config.h"
+#include "test_qwen2_common.h"
+
+using namespace ppolab;
+using namespace ppolab::test;
+
+namespace {
+
+struct Fixture {
+    Qwen2Config c = small_config();
+    Qwen2Weights w = small_weights(c, WeightType::bf16);
+    LoraAdapters lora = random_lora(c, 41);
+    ScalarHead head = random_head(c.hidden_size, 42);
+    Qwen2 model{w, &lora};
+    Scorer sc{model};
+};
+
+std::vector<ScoringRow> uneven_rows(int64_t V) {
+    Philox rng(43, 0);
+    auto toks = [&](int64_t n) {
+        std::vector<int32_t> t(static_cast<size_t>(n));
+        for (auto& x : t) x = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
+        return t;
+    };
+    // different prompt and response lengths: for rows 1 and 2 the last batch
+    // column is padding
+    return {{toks(3), toks(6)}, {toks(7), toks(2)}, {toks(1), toks(4)}};
+}
+
+}  // namespace
+
+// Each row scored in a batch equals the row scored alone (no padding at all).
+// A pooling that read the last index of the padded batch would read PAD for
+// rows 1 and 2 and fail.
+TEST(Qwen2Scoring, RewardReadsLastActiveResponseToken) {
+    Fixture S;
+    auto rows = uneven_rows(S.c.vocab_size);
+    ScoringBatch batch = scoring_batch(rows, ScoringLimits{}, 0);
+    ASSERT_EQ(batch.T, 7 + 6);
+    std::vector<float> scores(rows.size());
+    S.sc.reward_scores(batch, S.head, scores.data());
+    auto last = last_response_positions(batch);
+    EXPECT_EQ(last[1], 1 * batch.T + 7 + 1);  // row 1: response columns 7, 8
+    for (size_t b = 0; b < rows.size(); ++b) {
+        ScoringBatch alone = scoring_batch(std::vector<ScoringRow>{rows[b]}, ScoringLimits{}, 0);
+        float s_alone = 0;
+        S.sc.reward_scores(alone, S.head, &s_alone);
+        EXPECT_NEAR(scores[b], s_alone, 1e-3 + 1e-3 * std::abs(s_alone)) << "row " << b;
+    }
+    // and reading the last column instead would give a different number
+    S.sc.reward_scores(batch, S.head, scores.data());
+    const float* h = S.model.hidden();
+    float wrong = 0;
+    S.head.forward(&wrong, h + (1 * batch.T + batch.T - 1) * S.c.hidden_size, 1);
+    EXPECT_GT(std::abs(wrong - scores[1]), 1e-3);
+}
+
+TEST(Qwen2Scoring, CriticValuesAndLogprobsAlignedByPosition) {
+    Fixture S;
+    auto rows = uneven_rows(S.c.vocab_size);
+    ScoringBatch batch = scoring_batch(rows, ScoringLimits{}, 0);
+    const int64_t N = batch.B * batch.T;
+    std::vector<float> values(static_cast<size_t>(N)), logp(static_cast<size_t>(N));
+    S.sc.critic_values(batch, S.head, values.data());
+    S.sc.response_logprobs(batch, logp.data());
+    for (size_t b = 0; b < rows.size(); ++b) {
+        ScoringBatch alone = scoring_batch(std::vector<ScoringRow>{rows[b]}, ScoringLimits{}, 0);
+        std::vector<float> v1(static_cast<size_t>(alone.T)), l1(static_cast<size_t>(alone.T));
+        S.sc.critic_values(alone, S.head, v1.data());
+        // V before the first response token is read at the last prompt token: a value head on that
+        // state by hand must give the same number.
+        float by_hand = 0;
+        S.head.forward(&by_hand, S.model.hidden() + (alone.P - 1) * S.c.hidden_size, 1);
+        EXPECT_NEAR(v1[static_cast<size_t>(alone.P)], by_hand, 1e-6);
+        S.sc.response_logprobs(alone, l1.data());
+        const int64_t r = static_cast<int64_t>(rows[b].response.size());
+        for (int64_t j = 0; j < r; ++j) {
+            const size_t in_batch = static_cast<size_t>(static_cast<int64_t>(b) * batch.T + batch.P + j);
+            const size_t in_alone = static_cast<size_t>(alone.P + j);
+            EXPECT_NEAR(values[in_batch], v1[in_alone], 1e-3 + 1e-3 * std::abs(v1[in_alone])) << b << "," << j;
+            EXPECT_NEAR(logp[in_batch], l1[in_alone], 1e-3 + 1e-3 * std::abs(l1[in_alone])) << b << "," << j;
+            EXPECT_LT(l1[in_alone], 0.f);
+        }
+        for (int64_t t = 0; t < alone.P; ++t) EXPECT_EQ(l1[static_cast<size_t>(t)], 0.f);  // prompt: no entry
+    }
+    // the log-probs equal log_softmax of the full logits at the previous position
+    ScoringBatch one = scoring_batch(std::vector<ScoringRow>{rows[0]}, ScoringLimits{}, 0);
+    std::vector<float> lp(static_cast<size_t>(one.T));
+    S.sc.response_logprobs(one, lp.data());
+    std::vector<float> logits(static_cast<size_t>(one.T * S.c.vocab_size));
+    S.model.logits(logits.data());
+    for (int64_t t = one.P; t < one.T; ++t) {
+        const float* row = logits.data() + (t - 1) * S.c.vocab_size;
+        double mx = -1e30, z = 0;
+        for (int64_t v = 0; v < S.c.vocab_size; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+        for (int64_t v = 0; v < S.c.vocab_size; ++v) z += std::exp(row[v] - mx);
+        const double want = row[one.tokens[static_cast<size_t>(t)]] - mx - std::log(z);
+        EXPECT_NEAR(lp[static_cast<size_t>(t)], want, 1e-4);
+    }
+}
+
+TEST(Qwen2Scoring, RowsOverTheLimitsAreRefused) {
+    ScoringLimits lim;  // 256 / 64 / 320
+    std::vector<int32_t> p256(256, 5), p257(257, 5), r64(64, 6), r65(65, 6);
+    EXPECT_NO_THROW(scoring_batch({{p256, r64}}, lim, 0));
+    auto message = [&](const std::vector<ScoringRow>& rows, const ScoringLimits& l) {
+        try {
+            scoring_batch(rows, l, 0);
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    std::string m = message({{{1}, {2}}, {p257, {6}}}, lim);
+    EXPECT_NE(m.find("row 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("max_prompt = 256"), std::string::npos) << m;
+    m = message({{{1}, r65}}, lim);
+    EXPECT_NE(m.find("max_response = 64"), std::string::npos) << m;
+    ScoringLimits small{10, 5, 12};
+    m = message({{std::vector<int32_t>(8, 1), std::vector<int32_t>(5, 2)}}, small);
+    EXPECT_NE(m.find("max_context = 12"), std::string::npos) << m;
+    EXPECT_NE(message({{{}, {2}}}, lim).find("empty prompt"), std::string::npos);
+    EXPECT_NE(message({{{1}, {}}}, lim).find("empty response"), std::string::npos);
+}
+
+TEST(Qwen2Lora, SeedShapeCountsWithoutAllocating) {
+    Qwen2Config c = model_shape("qwen2.5-0.5b");
+    LoraConfig lc;
+    EXPECT_EQ(lc.rank, 8);
+    EXPECT_EQ(lc.alpha, 16.0);
+    EXPECT_EQ(LoraAdapters::count_parameters(c, lc), 4399104);
+    EXPECT_EQ(c.num_hidden_layers * static_cast<int64_t>(lc.targets.size()), 168);
+    LoraConfig qv;
+    qv.targets = {"q_proj", "v_proj"};
+    EXPECT_EQ(LoraAdapters::count_parameters(c, qv), 24 * 8 * ((896 + 896) + (896 + 128)));
+    LoraConfig bad;
+    bad.targets = {"q_proj", "lm_head"};
+    EXPECT_THROW(LoraAdapters::count_parameters(c, bad), Error);
+}
+
+TEST(Qwen2Lora, LayoutInitAndDeterminism) {
+    Qwen2Config c = small_config();
+    LoraAdapters a(c, LoraConfig{}, 50), b(c, LoraConfig{}, 50), d(c, LoraConfig{}, 51);
+    EXPECT_EQ(a.num_adapted(), c.num_hidden_layers * 7);
+    EXPECT_EQ(a.num_parameters(), LoraAdapters::count_parameters(c, LoraConfig{}));
+    ParamList pa = a.parameters(), pb = b.parameters(), pd = d.parameters();
+    ASSERT_EQ(pa.size(), static_cast<size_t>(2 * 7 * c.num_hidden_layers));
+    EXPECT_EQ(pa[0].name, "model.layers.0.self_attn.q_proj.lora_A");
+    EXPECT_EQ(pa[0].shape, (std::vector<int64_t>{8, 64}));
+    EXPECT_EQ(pa[3].name, "model.layers.0.self_attn.k_proj.lora_B");
+    EXPECT_EQ(pa[3].shape, (std::vector<int64_t>{32, 8}));
+    EXPECT_EQ(pa[13].name, "model.layers.0.mlp.down_proj.lora_B");
+    EXPECT_EQ(pa[12].shape, (std::vector<int64_t>{8, 96}));
+    EXPECT_EQ(pa[14].name, "model.layers.1.self_attn.q_proj.lora_A");
+    bool differs = false;
+    for (size_t i = 0; i < pa.size(); ++i) {
+        const bool is_a = pa[i].name.ends_with("lora_A");
+        const double bound = is_a ? 1.0 / std::sqrt(static_cast<double>(pa[i].shape[1])) : 0.0;
+        double maxabs = 0, sum = 0;
+        for (int64_t j = 0; j < pa[i].numel(); ++j) {
+            EXPECT_EQ(pa[i].data[j], pb[i].data[j]);
+            differs |= pa[i].data[j] != pd[i].data[j];
+            maxabs = std::max(maxabs, static_cast<double>(std::abs(pa[i].data[j])));
+            sum += pa[i].data[j];
+        }
+        if (is_a) {
+            EXPECT_LE(maxabs, bound) << pa[i].name;               // Kaiming-uniform a = √5: U(−1/√in, 1/√in)
+            EXPECT_GT(maxabs, 0.9 * bound) << pa[i].name;         // and not narrower
+            EXPECT_LT(std::abs(sum / pa[i].numel()), 0.2 * bound) << pa[i].name;  // centred
+        } else {
+            EXPECT_EQ(maxabs, 0.0) << pa[i].name;  // B starts at zero
+        }
+    }
+    EXPECT_TRUE(differs);
+    // clone: equal values, independent storage
+    LoraAdapters e = a.clone();
+    ParamList pe = e.parameters();
+    EXPECT_NE(pe[0].data, pa[0].data);
+    EXPECT_EQ(pe[0].data[0], pa[0].data[0]);
+}
+
+TEST(Qwen2Heads, ParameterCountsAndInit) {
+    ScalarHead r = ScalarHead::reward_init(896, 50), r2 = ScalarHead::reward_init(896, 50);
+    ScalarHead v = ScalarHead::zeros(896);
+    EXPECT_EQ(r.num_parameters(), 897);
+    ParamList p = r.parameters();
+    ASSERT_EQ(p.size(), 2u);
+    EXPECT_EQ(p[0].name, "head.weight");
+    EXPECT_EQ(p[0].shape, (std::vector<int64_t>{1, 896}));
+    EXPECT_EQ(p[1].name, "head.bias");
+    EXPECT_EQ(p[0].numel() + p[1].numel(), 897);
+    double s2 = 0;
+    for (float x : r.weight) s2 += x * x;
+    EXPECT_NEAR(std::sqrt(s2 / 896), 0.02, 0.003);  // N(0, 0.02)
+    EXPECT_EQ(r.bias[0], 0.f);
+    EXPECT_EQ(r.weight, r2.weight);
+    for (float x : v.weight) EXPECT_EQ(x, 0.f);
+    EXPECT_EQ(v.bias[0], 0.f);
+}
+
+TEST(Qwen2Full, ParameterNamesFollowTheCheckpoint) {
+    Qwen2Config c = small_config();
+    Qwen2Weights w = small_weights(c, WeightType::f32);
+    ParamList p = qwen2_parameters(w, nullptr);
+    EXPECT_EQ(p.front().name, "model.embed_tokens.weight");
+    EXPECT_EQ(p[1].name, "model.layers.0.input_layernorm.weight");
+    EXPECT_EQ(p[3].name, "model.layers.0.self_attn.q_proj.bias");
+    EXPECT_EQ(p.back().name, "model.norm.weight");
+    int64_t n = 0;
+    for (auto& x : p) n += x.numel();
+    const int64_t per_layer = 2 * 64 + 64 * 64 + 64 + 2 * (32 * 64 + 32) + 64 * 64 + 3 * 64 * 96;
+    EXPECT_EQ(n, 300 * 64 + 2 * per_layer + 64);
+    Qwen2Weights wb = small_weights(c, WeightType::bf16);
+    EXPECT_THROW(qwen2_parameters(wb, nullptr), Error);
+}
