@@ -1,6 +1,7 @@
 #include "model/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -189,6 +190,31 @@ void check_tied_copy(const SafetensorsTensor& lm_head, const Matrix& embed, cons
     }
 }
 
+// Sizes a fresh vector to n elements with as few page faults as possible:
+// on this machine a 4 KiB first-touch fault costs ~11 µs (SPEC §11), ~2.7 s
+// for the 1 GB of the 0.5B model. reserve() allocates without touching; one
+// madvise(MADV_POPULATE_WRITE) (Linux ≥ 5.14) then maps every page in a
+// single call, and MADV_HUGEPAGE asks for 2 MiB pages where the kernel has
+// them. Both are hints: on an older kernel resize() faults the pages in.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+template <typename T>
+void allocate_once(std::vector<T>& v, size_t n) {
+    std::vector<T>().swap(v);
+    v.reserve(n);
+    const size_t bytes = n * sizeof(T);
+    if (bytes >= (size_t(1) << 20)) {
+        const uintptr_t page = 4096, p = reinterpret_cast<uintptr_t>(v.data());
+        const uintptr_t begin = (p + page - 1) & ~(page - 1), end = (p + bytes) & ~(page - 1);
+        if (end > begin) {
+            ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+            ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+        }
+    }
+    v.resize(n);
+}
+
 }  // namespace
 
 Qwen2Weights load_checkpoint(const fs::path& dir, WeightType matrices) {
@@ -247,10 +273,10 @@ Qwen2Weights load_checkpoint(const fs::path& dir, WeightType matrices) {
             m->rows = spec.shape[0];
             m->cols = spec.shape[1];
             if (matrices == WeightType::bf16) {
-                m->b.resize(static_cast<size_t>(m->numel()));
+                allocate_once(m->b, static_cast<size_t>(m->numel()));
                 tensor_to_bf16(t, file, m->b.data());
             } else {
-                m->f.resize(static_cast<size_t>(m->numel()));
+                allocate_once(m->f, static_cast<size_t>(m->numel()));
                 tensor_to_f32(t, file, m->f.data());
             }
         } else {
