@@ -39,35 +39,42 @@ inline constexpr std::string_view kEndOfText = "<|endoftext|>";
 inline constexpr std::string_view kImStart = "<|im_start|>";
 inline constexpr std::string_view kImEnd = "<|im_end|>";
 
-// Every number of pretraining; one line per field. `--set key=value` uses
-// the JSON names (to_json), e.g. --set updates=400 --set lr=0.002.
+// Every number of pretraining; one line per field. The names are those of
+// the study config's "pretrain" object (presets/tiny.json) where it has them;
+// from_study() reads them from there (plus model.shape, model.system_prompt
+// and max_updates).
 struct PretrainConfig {
     std::string shape = "tiny";        // model_shape() name; vocab comes from the tokenizer
-    uint64_t seed = 1234;              // corpus sampling, init, batch order, sampled check
     std::string system_prompt = std::string(kTinySystemPrompt);  // ChatML default system line
+    uint64_t seed = 7;                 // corpus sampling, init, batch order, sampled check
     // base corpus
     int64_t conversations = 6000;      // chat help requests with random-action answers
     int64_t prose = 1500;              // sentences outside the grammar
     bool world_knowledge = false;      // declarative problem -> fix sentences (outside chat)
     // tokenizer
-    int64_t tokenizer_vocab = 768;     // BPE ids: 256 bytes + merges + 3 specials
+    int64_t tokenizer_vocab_size = 512;  // BPE ids: 256 bytes + merges + 3 specials
     // training
-    int64_t seq_len = 128;             // tokens per row (whole documents packed, rest padded)
-    int64_t batch_size = 16;           // rows per update
-    int64_t updates = 300;             // AdamW updates
-    double lr = 2e-3;                  // peak learning rate
+    int64_t tokens = 1'000'000;        // positions to train on: updates = ceil(tokens / (rows · length))
+    int64_t batch_rows = 16;           // rows per update
+    int64_t sequence_length = 128;     // tokens per row (whole documents packed, rest padded)
+    double lr = 1e-3;                  // peak learning rate
     double warmup_ratio = 0.1;         // schedule.h
-    double min_ratio = 0.1;            // final lr / peak
+    double min_lr_ratio = 0.1;         // final lr / peak
     double clip = 1.0;                 // gradient-norm clip
     double weight_decay = 0.01;        // AdamW decoupled weight decay
     double init_stddev = 0.02;         // N(0, σ) for every matrix
+    int64_t max_updates = -1;          // smoke runs: cap on the updates (-1: none)
     // the check on the validation prompts
     int64_t check_prompts = 180;       // how many validation prompts (0: no check)
     int64_t check_max_new_tokens = 48; // generation limit of the check
 
+    int64_t updates() const;           // ceil(tokens / (batch_rows · sequence_length)), capped by max_updates
     ordered_json to_json() const;
     // Unknown keys, wrong types and out-of-range values are Errors naming `where` and the field.
     static PretrainConfig from_json(const json& j, const std::string& where);
+    // From an effective study config (study_config.h): pretrain.*, model.shape,
+    // model.system_prompt, max_updates; fields it lacks keep their defaults.
+    static PretrainConfig from_study(const json& study);
     // Applies "key=value" (value parsed as JSON when it parses, else as a string).
     void set(const std::string& assignment);
 };

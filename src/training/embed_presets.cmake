@@ -1,0 +1,20 @@
+# Writes a C++ source holding every presets/*.json as a raw string literal,
+# so the ppolab binary never reads its own source tree at run time.
+# Usage: cmake -DPRESET_DIR=... -DOUT=... -P embed_presets.cmake
+file(GLOB preset_files "${PRESET_DIR}/*.json")
+list(SORT preset_files)
+set(body "// Generated from src/training/presets/*.json by embed_presets.cmake — do not edit.\n")
+string(APPEND body "#include <map>\n#include <string>\n\nnamespace ppolab {\n\n")
+string(APPEND body "const std::map<std::string, std::string>& embedded_presets() {\n")
+string(APPEND body "    static const std::map<std::string, std::string> presets = {\n")
+foreach(f ${preset_files})
+  get_filename_component(name "${f}" NAME_WE)
+  file(READ "${f}" text)
+  string(FIND "${text}" ")ppolab_preset\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${f} contains the raw-string delimiter")
+  endif()
+  string(APPEND body "        {\"${name}\", R\"ppolab_preset(${text})ppolab_preset\"},\n")
+endforeach()
+string(APPEND body "    };\n    return presets;\n}\n\n}  // namespace ppolab\n")
+file(WRITE "${OUT}" "${body}")

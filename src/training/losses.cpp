@@ -1,0 +1,33 @@
+#include "training/losses.h"
+
+#include <cmath>
+
+namespace ppolab {
+
+double sft_token_loss(const float* logp, const uint8_t* response_mask, int64_t n, double denominator, float* dlogp) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (response_mask[i]) sum -= static_cast<double>(logp[i]);
+        if (dlogp) dlogp[i] = response_mask[i] ? static_cast<float>(-1.0 / denominator) : 0.f;
+    }
+    return sum / denominator;
+}
+
+// softplus(x) = log(1 + e^x), without overflow for large |x|.
+static double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+static double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+
+double bradley_terry_loss(const float* chosen, const float* rejected, int64_t n, float* dchosen, float* drejected) {
+    double total = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        const double margin = static_cast<double>(chosen[i]) - static_cast<double>(rejected[i]);
+        total += softplus(-margin);
+        // d/dmargin of softplus(−margin) = −σ(−margin)
+        const double g = -sigmoid(-margin) / static_cast<double>(n);
+        if (dchosen) dchosen[i] = static_cast<float>(g);
+        if (drejected) drejected[i] = static_cast<float>(-g);
+    }
+    return total / static_cast<double>(n);
+}
+
+}  // namespace ppolab

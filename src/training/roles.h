@@ -1,0 +1,49 @@
+// roles.h — the learned state of one role on the shared frozen base
+// (SPEC §2): its own LoRA adapters and, for the reward model and the
+// critic, a scalar head. The base is shared read-only (a declared deviation
+// from the seed, which copies the backbone per role: it saves memory and
+// changes no number); adapters, heads and optimiser state never are.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "model/heads.h"
+#include "model/lora.h"
+#include "training/study.h"
+
+namespace ppolab {
+
+enum class RoleKind { policy, reward, critic };  // actor/reference/SFT policy, judge, critic
+
+struct Role {
+    std::string name;
+    RoleKind kind = RoleKind::policy;
+    LoraAdapters lora;
+    std::optional<ScalarHead> head;
+
+    ParamList parameters();  // LoRA in order, then head.weight, head.bias
+    std::string learned_identity();
+    void zero_grad();
+};
+
+LoraConfig lora_config_from(const json& config);
+
+// A fresh role: A from Philox(adapter_seed), B zero; the reward head
+// ~ N(0, heads.reward_weight_std) from Philox(head_seed), the critic head
+// zero. Checks the parameter counts the config promises
+// (lora.parameters_per_role, heads.parameters) and fails loudly otherwise.
+Role make_role(const Study& study, const std::string& name, RoleKind kind, uint64_t adapter_seed,
+               uint64_t head_seed = 0);
+
+// An independent copy (own storage) under another name and kind; a critic
+// made from a policy gets a zero head.
+Role clone_role(const Role& from, const std::string& name, RoleKind kind, const Study& study);
+
+// final/: learned.safetensors (ppolab names, identity in its metadata), and
+// the LoRA part in the PEFT layout under final/peft/. Refuses an existing dir.
+void save_role(const fs::path& dir, Role& role, const json& identity, const Study& study);
+// Reloads final/learned.safetensors through the study's guarded reader,
+// checking names, shapes, dtypes and the recorded learned identity.
+Role load_role(const fs::path& dir, const std::string& name, RoleKind kind, const Study& study);
+
+}  // namespace ppolab

@@ -1,0 +1,141 @@
+#include "training/study.h"
+
+#include <sys/resource.h>
+
+#include "model/checkpoint.h"
+#include "tokenizer/chat.h"
+#include "training/identity.h"
+#include "training/study_config.h"
+#include "util/error.h"
+#include "util/sha256.h"
+
+namespace ppolab {
+
+static fs::path resolve_model_dir(const json& config, const RunLayout& run,
+                                  const std::optional<fs::path>& model_override) {
+    if (model_override) return *model_override;
+    if (config_string(config, "model.shape") == "tiny") return run.base();
+    fail("preset '", config_string(config, "preset"),
+         "' needs --model DIR (a Qwen2-architecture checkpoint folder); only the tiny preset finds its base in ",
+         run.base().string());
+}
+
+static int32_t special_id(const Tokenizer& tok, const json& config, const std::string& which, const fs::path& dir) {
+    const std::string token = config_string(config, "model." + which + "_token");
+    const int32_t id = tok.token_to_id(token);
+    if (id < 0) fail(dir.string(), "/tokenizer.json: has no token '", token, "' (config model.", which, "_token)");
+    if (auto want = config_optional_int(config, "model." + which + "_token_id"); want && *want != id)
+        fail(dir.string(), "/tokenizer.json: '", token, "' has id ", id, "; config model.", which,
+             "_token_id expects ", *want);
+    return id;
+}
+
+Study Study::open(const json& config, const fs::path& run_root, const std::optional<fs::path>& model_override,
+                  const std::string& stage, StageScope scope) {
+    Study s;
+    s.config = config;
+    s.run.root = run_root;
+    s.model_dir = resolve_model_dir(config, s.run, model_override);
+
+    std::vector<fs::path> roots = corpus_read_roots(
+        s.run.corpus(), scope == StageScope::learn  ? CorpusAccess::learn
+                        : scope == StageScope::eval ? CorpusAccess::eval
+                                                    : CorpusAccess::all);
+    if (scope == StageScope::all) roots = {s.run.root};
+    roots.push_back(s.model_dir);
+    // Learning stages read their own outputs; evaluation's generation reads
+    // the policies and the judge, and writes eval/. Neither reads the other's.
+    if (scope == StageScope::learn)
+        for (const char* own : {"sft", "reward", "ppo"}) roots.push_back(s.run.stage(own));
+    if (scope == StageScope::eval)
+        for (const char* own : {"sft", "reward", "ppo", "eval"}) roots.push_back(s.run.stage(own));
+    s.reader_.emplace(stage, roots);
+    // The model folder itself must not lead into held-out data (a symlink
+    // into gold/, say): resolve it through the guard before loading.
+    const fs::path model_real = s.reader_->resolve(s.model_dir);
+    const fs::path corpus_real = fs::weakly_canonical(s.run.corpus());
+    if (scope != StageScope::all) {
+        auto rel = model_real.lexically_relative(corpus_real);
+        if (!rel.empty() && *rel.begin() != "..")
+            fail("stage ", stage, ": the model folder ", s.model_dir.string(), " lies inside the corpus (",
+                 model_real.string(), ")");
+    }
+    if (!fs::exists(s.model_dir / "config.json"))
+        fail("stage ", stage, ": no checkpoint at ", s.model_dir.string(),
+             config_string(config, "model.shape") == "tiny" ? " (run `ppolab pretrain --run RUN` first)" : "");
+
+    s.base = load_checkpoint(s.model_dir, WeightType::bf16);
+    if (config_bool(config, "model.pin_architecture"))
+        check_seed_architecture(s.base.config, s.model_dir.string() + "/config.json");
+    s.tokenizer = Tokenizer::from_file(s.model_dir);
+    if (s.tokenizer.vocab_size() > s.base.config.vocab_size)
+        fail(s.model_dir.string(), ": tokenizer has ", s.tokenizer.vocab_size(), " ids but the model only ",
+             s.base.config.vocab_size, " embeddings");
+    s.eos_id = special_id(s.tokenizer, config, "eos", s.model_dir);
+    s.pad_id = special_id(s.tokenizer, config, "pad", s.model_dir);
+    s.limits.max_prompt = config_int(config, "limits.max_prompt");
+    s.limits.max_response = config_int(config, "limits.max_response");
+    s.limits.max_context = config_int(config, "limits.max_context");
+    s.system_prompt = config_string(config, "model.system_prompt");
+    s.model_sha256 = checkpoint_sha256(s.model_dir);
+    s.base_identity = base_frozen_identity(s.base);
+    s.code_sha256 = running_binary_sha256();
+    return s;
+}
+
+std::vector<int32_t> Study::encode_prompt(const std::string& user_text) const {
+    const std::string text = render_chat({{"user", user_text}}, /*add_generation_prompt=*/true, system_prompt);
+    return tokenizer.encode(text);
+}
+
+std::vector<int32_t> Study::encode_response(const std::string& text) const {
+    std::vector<int32_t> ids = tokenizer.encode(text);
+    ids.push_back(eos_id);
+    return ids;
+}
+
+ScoringRow Study::encode_row(const std::string& prompt, const std::string& response) const {
+    return ScoringRow{encode_prompt(prompt), encode_response(response)};
+}
+
+ScoringBatch Study::batch(const std::vector<ScoringRow>& rows) const { return scoring_batch(rows, limits, pad_id); }
+
+json Study::identity() const {
+    return json{{"config", config_identity(config)},
+                {"model_sha256", model_sha256},
+                {"tokenizer_sha256", tokenizer.sha256()},
+                {"base_frozen_identity", base_identity},
+                {"code_sha256", code_sha256}};
+}
+
+std::string base_frozen_identity(const Qwen2Weights& w) {
+    std::vector<TensorBytes> tensors;
+    for (const TensorSpec& spec : qwen2_tensor_table(w.config)) {
+        if (const Matrix* m = spec.matrix(w)) {
+            const bool bf = m->type == WeightType::bf16;
+            tensors.push_back({spec.hf_name, bf ? "BF16" : "F32", spec.shape,
+                               bf ? std::string_view(reinterpret_cast<const char*>(m->b.data()), m->b.size() * 2)
+                                  : std::string_view(reinterpret_cast<const char*>(m->f.data()), m->f.size() * 4)});
+        } else {
+            const std::vector<float>& v = *spec.vector(w);
+            tensors.push_back({spec.hf_name, "F32", spec.shape,
+                               std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * 4)});
+        }
+    }
+    return frozen_identity(tensors);
+}
+
+std::string running_binary_sha256() {
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) return "unknown";
+    return sha256_file(exe);
+}
+
+int64_t peak_rss_bytes() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+}  // namespace ppolab

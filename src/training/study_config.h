@@ -1,0 +1,52 @@
+// study_config.h — the study's configuration: built-in presets, --config
+// files and --set overrides (SPEC intro: every number is a config value).
+//
+// A preset is a complete JSON document (src/training/presets/*.json,
+// compiled into the binary): `seed` (the SPEC's numbers, Qwen2.5-0.5B-Instruct
+// pinned), `tiny` (the embedded default, SPEC §10) and `generic` (the seed's
+// numbers on any Qwen2-architecture folder). All three have the same keys.
+// Overrides can only change keys that exist — a typo is an error naming the
+// key — and must keep each value's JSON kind (number, string, bool, array,
+// object); a key whose preset value is null accepts any value.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/fileio.h"
+#include "util/json.h"
+
+namespace ppolab {
+
+std::vector<std::string> preset_names();  // sorted: generic, seed, tiny
+inline constexpr const char* kDefaultPreset = "tiny";
+json preset_config(std::string_view name);  // Error listing the known presets
+
+// Recursively applies `overlay` onto `base`; `where` names the overlay's
+// source (a file, "--set sft.lr=1e-3") in errors.
+json merge_config(const json& base, const json& overlay, const std::string& where);
+// Applies one "a.b.c=value" assignment; the value is parsed as JSON and, if
+// that fails, taken as a string ("ppo.missing_eos=add").
+void set_config_value(json& config, std::string_view assignment);
+// The effective config: preset, then each file in order, then each --set.
+json effective_config(std::string_view preset, const std::vector<fs::path>& config_files,
+                      const std::vector<std::string>& sets);
+
+// sha256 of the compact dump (keys sorted): two configs with the same values
+// have the same hash.
+std::string config_sha256(const json& config);
+// The block every output's identity carries: preset, revisions, config hash.
+json config_identity(const json& config);
+
+// Typed access by dotted path ("sft.lr"); errors name the path, expected kind
+// and what was found.
+const json& config_at(const json& config, std::string_view path);
+int64_t config_int(const json& config, std::string_view path);
+double config_number(const json& config, std::string_view path);
+bool config_bool(const json& config, std::string_view path);
+std::string config_string(const json& config, std::string_view path);
+std::optional<int64_t> config_optional_int(const json& config, std::string_view path);  // null → nullopt
+
+}  // namespace ppolab
