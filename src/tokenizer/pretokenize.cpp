@@ -197,10 +197,22 @@ std::string bytes_to_byte_level(std::string_view bytes) {
 }
 
 std::optional<std::string> byte_level_to_bytes(std::string_view spelled) {
-    if (!utf8_is_valid(spelled)) return std::nullopt;
+    // Every mapped char is U+0021..U+0143: one or two UTF-8 bytes.
     std::string out;
     out.reserve(spelled.size());
-    for (char32_t cp : utf8_decode(spelled, "byte-level token")) {
+    for (size_t i = 0; i < spelled.size();) {
+        unsigned char c = static_cast<unsigned char>(spelled[i]);
+        char32_t cp;
+        if (c < 0x80) {
+            cp = c;
+            i += 1;
+        } else if ((c & 0xE0) == 0xC0 && i + 1 < spelled.size() &&
+                   (static_cast<unsigned char>(spelled[i + 1]) & 0xC0) == 0x80) {
+            cp = (static_cast<char32_t>(c & 0x1F) << 6) | (static_cast<unsigned char>(spelled[i + 1]) & 0x3F);
+            i += 2;
+        } else {
+            return std::nullopt;
+        }
         int b = byte_from_unicode(cp);
         if (b < 0) return std::nullopt;
         out.push_back(static_cast<char>(b));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <queue>
 
+#include "tokenizer/tokenizer_json.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -110,7 +111,8 @@ Tokenizer Tokenizer::from_file(const fs::path& path) {
 Tokenizer Tokenizer::from_json_text(std::string_view text, std::string_view where) {
     Tokenizer t;
     t.sha256_ = sha256_hex(text);
-    json root = parse_json(text, where);
+    TokenizerJson file = read_tokenizer_json(text, where);
+    const json& root = file.root;
     if (!root.is_object()) fail(where, ": expected a JSON object at the top, got ", root.type_name());
 
     for (const char* unsupported : {"truncation", "padding"}) {
@@ -150,19 +152,17 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, std::string_view wher
         t.ignore_merges_ = it->get<bool>();
 
     const json& vocab = json_field(model, "vocab", where);
-    if (!vocab.is_object()) fail(where, ": field 'model.vocab' must be an object, got ", vocab.type_name());
+    if (!file.has_vocab_object) fail(where, ": field 'model.vocab' must be an object, got ", vocab.type_name());
     int64_t max_id = -1;
-    t.vocab_.reserve(vocab.size());
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-        if (!it.value().is_number_integer())
-            fail(where, ": field 'model.vocab' entry \"", it.key(), "\" must be an integer id, got ",
-                 it.value().type_name());
-        int64_t id = it.value().get<int64_t>();
+    t.vocab_.reserve(file.vocab.size());
+    for (auto& [token, id] : file.vocab) {
         if (id < 0 || id >= kMaxTokenId)
-            fail(where, ": field 'model.vocab' entry \"", it.key(), "\" has id ", id, "; expected 0..", kMaxTokenId - 1);
-        t.vocab_.emplace(it.key(), static_cast<int32_t>(id));
+            fail(where, ": field 'model.vocab' entry \"", token, "\" has id ", id, "; expected 0..", kMaxTokenId - 1);
+        if (!t.vocab_.emplace(std::move(token), static_cast<int32_t>(id)).second)
+            fail(where, ": field 'model.vocab' has the token \"", token, "\" twice");
         max_id = std::max(max_id, id);
     }
+    file.vocab.clear();
 
     const json& added = root.value("added_tokens", json::array());
     if (!added.is_array()) fail(where, ": field 'added_tokens' must be an array, got ", added.type_name());
@@ -229,27 +229,16 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, std::string_view wher
 
     // --- merges: "a b" strings or [a, b] pairs ---
     const json& merges = json_field(model, "merges", where);
-    if (!merges.is_array()) fail(where, ": field 'model.merges' must be an array, got ", merges.type_name());
-    t.merges_.reserve(merges.size());
-    for (size_t i = 0; i < merges.size(); ++i) {
-        const json& m = merges[i];
-        std::string a, b;
-        if (m.is_string()) {
-            const std::string& s = m.get_ref<const std::string&>();
-            size_t sp = s.find(' ');
-            if (sp == std::string::npos || sp == 0 || sp + 1 == s.size() || s.find(' ', sp + 1) != std::string::npos)
-                fail(where, ": field 'model.merges[", i, "]' must be \"left right\" (two tokens, one space), got \"", s, "\"");
-            a = s.substr(0, sp);
-            b = s.substr(sp + 1);
-        } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-            a = m[0].get<std::string>();
-            b = m[1].get<std::string>();
-        } else {
-            fail(where, ": field 'model.merges[", i, "]' must be \"left right\" or [\"left\", \"right\"], got ", m.dump());
-        }
-        auto ia = t.vocab_.find(a), ib = t.vocab_.find(b), inew = t.vocab_.find(a + b);
+    if (!file.has_merges_array) fail(where, ": field 'model.merges' must be an array, got ", merges.type_name());
+    t.merges_.reserve(file.merges.size());
+    std::string joined;
+    for (size_t i = 0; i < file.merges.size(); ++i) {
+        const std::string& a = file.merges[i].first;
+        const std::string& b = file.merges[i].second;
+        joined.assign(a).append(b);
+        auto ia = t.vocab_.find(a), ib = t.vocab_.find(b), inew = t.vocab_.find(joined);
         if (ia == t.vocab_.end() || ib == t.vocab_.end() || inew == t.vocab_.end()) {
-            const std::string& missing = ia == t.vocab_.end() ? a : ib == t.vocab_.end() ? b : a + b;
+            const std::string& missing = ia == t.vocab_.end() ? a : ib == t.vocab_.end() ? b : joined;
             fail(where, ": field 'model.merges[", i, "]' uses token \"", missing, "\", which is not in model.vocab");
         }
         // The first occurrence of a pair keeps its rank, as in Hugging Face.
@@ -263,9 +252,8 @@ bool Tokenizer::is_special(int32_t id) const { return id >= 0 && id < vocab_size
 std::string Tokenizer::token_bytes(int32_t id) const { return is_token(id) ? pieces_[id] : std::string(); }
 
 int32_t Tokenizer::token_to_id(std::string_view token) const {
-    std::string key(token);
-    if (auto it = added_ids_.find(key); it != added_ids_.end()) return it->second;
-    if (auto it = vocab_.find(key); it != vocab_.end()) return it->second;
+    if (auto it = added_ids_.find(token); it != added_ids_.end()) return it->second;
+    if (auto it = vocab_.find(token); it != vocab_.end()) return it->second;
     return -1;
 }
 
@@ -323,7 +311,7 @@ void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) c
 // linked list of symbols and a heap of candidate merges, as Hugging Face does.
 void Tokenizer::encode_word(std::string_view bytes, std::vector<int32_t>& out) const {
     if (ignore_merges_) {
-        if (auto it = vocab_.find(bytes_to_byte_level(bytes)); it != vocab_.end()) {
+        if (auto it = vocab_.find(std::string_view(bytes_to_byte_level(bytes))); it != vocab_.end()) {
             out.push_back(it->second);
             return;
         }

@@ -69,8 +69,13 @@ private:
         return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
     }
 
-    std::unordered_map<std::string, int32_t> vocab_;     // byte-level spelling -> id (model)
-    std::unordered_map<std::string, int32_t> added_ids_;  // content -> id
+    struct StringHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    using StringMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+    StringMap vocab_;      // byte-level spelling -> id (model)
+    StringMap added_ids_;  // content -> id
     std::unordered_map<uint64_t, Merge> merges_;          // (left id, right id) -> rank, merged id
     std::vector<AddedToken> added_;
     std::vector<std::string> pieces_;  // (vocab_size) raw bytes of each id

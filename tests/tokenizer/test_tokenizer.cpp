@@ -180,6 +180,15 @@ TEST(TokenizerJson, MalformedFilesGiveClearErrors) {
                     "uses token \"z9\", which is not in model.vocab"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["merges"] = json::array({json::array({"a"})}); }), "model.merges[0]"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["merges"] = "a b"; }), "'model.merges' must be an array"));
+    EXPECT_TRUE(has(with([](json& j) { j["model"]["merges"] = json::array({"a b", 7}); }), "model.merges[1]"));
+    EXPECT_TRUE(has(with([](json& j) { j["model"]["merges"] = json::array({json::array({"a", "b", "c"})}); }),
+                    "model.merges[0]' must be a pair of two strings"));
+    EXPECT_TRUE(has(with([](json& j) { j["model"]["merges"] = json::array({json::array({json::array({"a"})})}); }),
+                    "model.merges[0]"));
+    EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"] = json::array(); }), "'model.vocab' must be an object"));
+    EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"]["x"] = {{"nested", 1}}; }), "entry \"x\" must be an integer"));
+    EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"]["neg"] = -4; }), "entry \"neg\" has id -4"));
+    EXPECT_TRUE(has(with([](json& j) { j["model"].erase("merges"); }), "missing field 'merges'"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"]["ab"] = "x"; }), "'model.vocab' entry \"ab\""));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"]["dup"] = 3; }), "gives id 3 to two tokens"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"]["big"] = 1LL << 40; }), "'model.vocab' entry \"big\""));

@@ -1,0 +1,46 @@
+// cmd_tokenize.cpp — `ppolab tokenize`: token ids of text, as JSON arrays.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "cli/command.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+#include "util/json.h"
+
+namespace ppolab::cli {
+
+static int run_tokenize(const Args& args) {
+    args.allow_only({"tokenizer", "text", "jsonl"});
+    if (!args.positional().empty()) fail("unexpected argument '", args.positional()[0], "'");
+    Tokenizer tok = Tokenizer::from_file(args.get("tokenizer"));
+    bool jsonl = args.has("jsonl");
+    if (jsonl == args.has("text")) fail("give either --text TEXT or --jsonl (one JSON string per stdin line)");
+    if (!jsonl) {
+        std::printf("%s\n", json(tok.encode(args.get("text"))).dump().c_str());
+        return 0;
+    }
+    std::string line;
+    for (int64_t n = 1; std::getline(std::cin, line); ++n) {
+        std::string where = "stdin line " + std::to_string(n);
+        json value = parse_json(line, where);
+        if (!value.is_string()) fail(where, ": expected a JSON string, got ", value.type_name());
+        std::vector<int32_t> ids;
+        try {
+            ids = tok.encode(value.get_ref<const std::string&>());
+        } catch (const Error& e) {
+            fail(where, ": ", e.what());
+        }
+        std::printf("%s\n", json(ids).dump().c_str());
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
+static Command tokenize_cmd("tokenize",
+                            "tokenize --tokenizer PATH (--text TEXT | --jsonl)\n"
+                            "                            print token ids as a JSON array; --jsonl: one JSON string\n"
+                            "                            per stdin line -> one array per line (PATH: tokenizer.json or its folder)",
+                            {"jsonl"}, run_tokenize);
+
+}  // namespace ppolab::cli
