@@ -1,8 +1,9 @@
 // bench_matmul.cpp — the projection GEMMs of Qwen2.5-0.5B (q/k/v/o, gate/up,
 // down, the tied 151936 × 896 LM head) at M = 1, 4, 128, 512 rows, BF16
 // weights, through linear_forward (the automatic path) and, for comparison,
-// oneDNN with plain strided weights at small M and oneDNN with prepacked
-// weights at large M; plus the two backwards of training at M = 128/512.
+// oneDNN with row-major weights at small M and with frozen (prepacked,
+// matmul_freeze) weights at large M; plus the two backwards of training at
+// M = 128/512 and the LM head at the 64-row chunks of lm_logprobs.
 //
 // Counters: GFLOP/s (2·M·N·K per call) and GB/s (bytes of weight + input +
 // output per call). Weights are rotated among enough copies to exceed the
@@ -49,6 +50,14 @@ struct WeightSet {
         next = (next + 1) % copies.size();
         return {WeightType::bf16, c.data(), N, K};
     }
+    void freeze(bool on) {
+        for (const auto& c : copies) {
+            if (on)
+                matmul_freeze({WeightType::bf16, c.data(), N, K});
+            else
+                matmul_unfreeze(c.data());
+        }
+    }
 };
 
 WeightSet& weights(const Proj& p) {
@@ -83,41 +92,42 @@ void set_counters(benchmark::State& state, int64_t M, int64_t N, int64_t K, cons
     state.SetLabel(path);
 }
 
-enum class Variant { automatic, dnnl_plain, dnnl_prepacked };
+enum class Variant { automatic, dnnl_plain, frozen };
 
 void bench_forward(benchmark::State& state, Proj p, int64_t M, Variant v) {
     WeightSet& w = weights(p);
     std::vector<float> X = activations(M * p.K);  // (M, K)
     std::vector<float> Y(M * p.N, 0.f);           // (M, N)
-    const char* path = v == Variant::automatic ? matmul_path_name(M, p.N, p.K)
-                       : v == Variant::dnnl_plain ? "dnnl (plain weights)"
-                                                  : "dnnl (prepacked weights)";
+    const char* path = v == Variant::automatic    ? matmul_path_name(M, p.N, p.K)
+                       : v == Variant::dnnl_plain ? "dnnl row-major W"
+                                                  : "dnnl frozen W";
+    if (v == Variant::frozen) w.freeze(true);
     for (auto _ : state) {
         WeightView W = w.view();
-        switch (v) {
-            case Variant::automatic: linear_forward(Y.data(), X.data(), W, M); break;
-            case Variant::dnnl_plain: matmul_detail::dnnl_forward(Y.data(), X.data(), W, M, false); break;
-            case Variant::dnnl_prepacked:
-                matmul_detail::dnnl_forward_prepacked(Y.data(), X.data(), W, M, false);
-                break;
-        }
+        if (v == Variant::dnnl_plain)
+            matmul_detail::dnnl_forward(Y.data(), X.data(), W, M, false);
+        else
+            linear_forward(Y.data(), X.data(), W, M);
         benchmark::DoNotOptimize(Y.data());
         benchmark::ClobberMemory();
     }
+    if (v == Variant::frozen) w.freeze(false);
     set_counters(state, M, p.N, p.K, path);
 }
 
 // dX (M, K) = dY (M, N) · W (N, K), BF16 W (the frozen base under LoRA).
-void bench_backward_input(benchmark::State& state, Proj p, int64_t M) {
+void bench_backward_input(benchmark::State& state, Proj p, int64_t M, bool frozen) {
     WeightSet& w = weights(p);
     std::vector<float> dY = activations(M * p.N);  // (M, N)
     std::vector<float> dX(M * p.K, 0.f);           // (M, K)
+    if (frozen) w.freeze(true);
     for (auto _ : state) {
         linear_backward_input(dX.data(), dY.data(), w.view(), M);
         benchmark::DoNotOptimize(dX.data());
         benchmark::ClobberMemory();
     }
-    set_counters(state, M, p.N, p.K, matmul_path_name(M, p.N, p.K));
+    if (frozen) w.freeze(false);
+    set_counters(state, M, p.N, p.K, frozen ? "dnnl frozen W" : matmul_path_name(M, p.N, p.K));
 }
 
 // dW (N, K) += dY (M, N)ᵀ · X (M, K), FP32 (full-parameter training).
@@ -148,15 +158,26 @@ int main(int argc, char** argv) {
                 benchmark::RegisterBenchmark((base + "/dnnl").c_str(), bench_forward, p, M, Variant::dnnl_plain)
                     ->Unit(benchmark::kMillisecond)->UseRealTime();
             else
-                benchmark::RegisterBenchmark((base + "/prepacked").c_str(), bench_forward, p, M,
-                                             Variant::dnnl_prepacked)
+                benchmark::RegisterBenchmark((base + "/frozen").c_str(), bench_forward, p, M, Variant::frozen)
                     ->Unit(benchmark::kMillisecond)->UseRealTime();
         }
+    // The LM head as lm_logprobs runs it: chunks of 64 rows, forward and dlogits·W.
+    const Proj& head = kProjections[7];
+    benchmark::RegisterBenchmark("fwd/lm_head/M64", bench_forward, head, 64, Variant::automatic)
+        ->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark("fwd/lm_head/M64/frozen", bench_forward, head, 64, Variant::frozen)
+        ->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark("bwd_input/lm_head/M64", bench_backward_input, head, 64, false)
+        ->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark("bwd_input/lm_head/M64/frozen", bench_backward_input, head, 64, true)
+        ->Unit(benchmark::kMillisecond)->UseRealTime();
     for (const Proj& p : kProjections) {
         if (std::string(p.name) == "lm_head") continue;
         for (int64_t M : {128, 512}) {
-            benchmark::RegisterBenchmark((std::string("bwd_input/") + p.name + "/M" + std::to_string(M)).c_str(),
-                                         bench_backward_input, p, M)
+            const std::string bi = std::string("bwd_input/") + p.name + "/M" + std::to_string(M);
+            benchmark::RegisterBenchmark(bi.c_str(), bench_backward_input, p, M, false)
+                ->Unit(benchmark::kMillisecond)->UseRealTime();
+            benchmark::RegisterBenchmark((bi + "/frozen").c_str(), bench_backward_input, p, M, true)
                 ->Unit(benchmark::kMillisecond)->UseRealTime();
             benchmark::RegisterBenchmark((std::string("bwd_weight/") + p.name + "/M" + std::to_string(M)).c_str(),
                                          bench_backward_weight, p, M)

@@ -8,13 +8,19 @@
 //   lora4      token cross-entropy over 1×128 / 4×128 tokens (full-vocab
 //              log-softmax through lm_logprobs), adapter gradients accumulated
 //
-//   bench_model --workload forward|decode|lora1|lora4 [--reps N]
+//   bench_model [--workload all|forward|decode|lora1|lora4] [--reps N] [--freeze]
 //
+// --freeze registers every base matrix with matmul_freeze (prepacked for
+// oneDNN) before the workloads, as an engine holding a frozen base may do;
+// the names of the results then end in " (frozen base)".
 // Prints one JSON line per workload: {"name", "tok_s", "ms", "reps",
-// "peak_rss_mib", ...}; run_benchmarks.sh runs one workload per process so
-// that the peak RSS is that workload's own, and puts PyTorch beside it.
+// "peak_rss_mib", ...}. The random weights are made once; each workload then
+// runs in its own forked child (before any OpenMP thread exists in the
+// parent), so that its peak RSS — weights included — is its own.
 #include <omp.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -54,6 +60,8 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
     return t;
 }
 
+std::string suffix;  // " (frozen base)" with --freeze
+
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -62,7 +70,7 @@ double median(std::vector<double> v) {
 void report(const std::string& name, int64_t tokens, const std::vector<double>& secs, const std::string& extra) {
     const double s = median(secs);
     std::printf("{\"name\": \"%s\", \"tok_s\": %.2f, \"ms\": %.2f, \"reps\": %zu, \"peak_rss_mib\": %.0f%s}\n",
-                name.c_str(), static_cast<double>(tokens) / s, s * 1e3, secs.size(), peak_rss_mib(), extra.c_str());
+                (name + suffix).c_str(), static_cast<double>(tokens) / s, s * 1e3, secs.size(), peak_rss_mib(), extra.c_str());
     std::fflush(stdout);
 }
 
@@ -146,16 +154,19 @@ void run_lora(const Qwen2Weights& w, int64_t B, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string workload = "forward";
+    std::string workload = "all";
     int reps = 3;
+    bool freeze = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--workload" && i + 1 < argc)
             workload = argv[++i];
+        else if (a == "--freeze")
+            freeze = true;
         else if (a == "--reps" && i + 1 < argc)
             reps = std::max(1, std::atoi(argv[++i]));
         else {
-            std::fprintf(stderr, "bench_model: unknown argument '%s'; expected --workload forward|decode|lora1|lora4, --reps N\n",
+            std::fprintf(stderr, "bench_model: unknown argument '%s'; expected --workload all|forward|decode|lora1|lora4, --reps N, --freeze\n",
                          a.c_str());
             return 2;
         }
@@ -166,16 +177,46 @@ int main(int argc, char** argv) {
         init.seed = 1;
         init.matrices = WeightType::bf16;
         const Qwen2Weights w = random_weights(model_shape("qwen2.5-0.5b"), init);
-        if (workload == "forward")
-            run_forward(w, reps);
-        else if (workload == "decode")
-            run_decode(w, reps);
-        else if (workload == "lora1")
-            run_lora(w, 1, reps);
-        else if (workload == "lora4")
-            run_lora(w, 4, reps);
+        if (freeze) {
+            for (const auto& l : w.layers)
+                for (const Matrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
+                    matmul_freeze(m->view());
+            matmul_freeze(w.output_matrix().view());
+            suffix = " (frozen base)";
+        }
+        std::vector<std::string> todo;
+        if (workload == "all")
+            todo = {"forward", "decode", "lora1", "lora4"};
+        else if (workload == "forward" || workload == "decode" || workload == "lora1" || workload == "lora4")
+            todo = {workload};
         else
-            fail("bench_model: --workload '", workload, "'; expected forward, decode, lora1 or lora4");
+            fail("bench_model: --workload '", workload, "'; expected all, forward, decode, lora1 or lora4");
+        int failures = 0;
+        for (const std::string& name : todo) {
+            std::fflush(stdout);
+            pid_t pid = fork();
+            if (pid < 0) fail("bench_model: fork failed");
+            if (pid == 0) {
+                try {
+                    if (name == "forward") run_forward(w, reps);
+                    if (name == "decode") run_decode(w, reps);
+                    if (name == "lora1") run_lora(w, 1, reps);
+                    if (name == "lora4") run_lora(w, 4, reps);
+                } catch (const Error& e) {
+                    std::fprintf(stderr, "bench_model %s: %s\n", name.c_str(), e.what());
+                    _exit(1);
+                }
+                std::fflush(stdout);
+                _exit(0);
+            }
+            int status = 0;
+            waitpid(pid, &status, 0);
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                std::fprintf(stderr, "bench_model: workload %s failed\n", name.c_str());
+                ++failures;
+            }
+        }
+        return failures ? 1 : 0;
     } catch (const Error& e) {
         std::fprintf(stderr, "%s\n", e.what());
         return 1;

@@ -62,11 +62,10 @@ for part in "${PARTS[@]}"; do
       echo "== model: $BUILD/bin/bench_model not built (needs the Qwen2 model library)"
       continue
     fi
-    : >"$OUT/model_ppolab.jsonl"
     : >"$OUT/model_torch.jsonl"
-    # One process per workload, so that each peak RSS is that workload's own.
+    # bench_model forks one child per workload after making the weights once.
+    OMP_NUM_THREADS=2 "$BUILD/bin/bench_model" --reps "$MODEL_REPS" >"$OUT/model_ppolab.jsonl"
     for w in forward decode lora1 lora4; do
-      OMP_NUM_THREADS=2 "$BUILD/bin/bench_model" --workload $w --reps "$MODEL_REPS" >>"$OUT/model_ppolab.jsonl"
       "${TORCH_ENV[@]}" "$TORCH_PY" "$ROOT/bench/torch_model.py" --workload $w --reps "$MODEL_REPS" \
         --threads 2 >>"$OUT/model_torch.jsonl"
     done

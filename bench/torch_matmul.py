@@ -2,7 +2,7 @@
 
 torch.nn.functional.linear(x_bf16, w_bf16) for the Qwen2.5-0.5B projections
 at M = 1, 4, 128, 512 (forward), and the backward to the input (dY · W) at
-M = 128, 512. Weights rotate among copies totalling > 96 MiB, as in
+M = 128, 512, and the LM head at M = 64. Weights rotate among copies totalling > 96 MiB, as in
 bench_matmul, so small-M numbers are DRAM bandwidth. Prints one JSON object
 per line: {"name", "ms", "gflops", "gbs"}.
 
@@ -59,6 +59,8 @@ def main():
             jobs = [(f"fwd/{name}/M{m}", m, "fwd") for m in (1, 4, 128, 512)]
             if name != "lm_head":
                 jobs += [(f"bwd_input/{name}/M{m}", m, "bwd") for m in (128, 512)]
+            else:  # the 64-row chunks of lm_logprobs
+                jobs += [("fwd/lm_head/M64", 64, "fwd"), ("bwd_input/lm_head/M64", 64, "bwd")]
             for label, m, kind in jobs:
                 if not pattern.search(label):
                     continue

@@ -42,11 +42,24 @@ const char* matmul_path_name(int64_t M, int64_t N, int64_t K);
 // available). Exposed because the engine may want pre-rounded activations.
 void convert_to_bf16(bf16* out, const float* in, int64_t n);
 
+// Frozen weights: a BF16 weight registered here (the shared frozen base
+// model) is reordered once, per layout oneDNN asks for, into its blocked
+// format, and the oneDNN path (M > kSmallM: forward and backward to the
+// input) reads that copy instead of repacking the row-major weight on every
+// call. The caller promises that the data neither changes nor is freed while
+// frozen; matmul_unfreeze(data) drops the copies (call it before freeing or
+// changing the weight). Costs one more copy of the weight per layout in
+// memory (matmul_frozen_bytes). No effect on results: the same products in
+// a different layout (equal up to summation order; the exact-data tests
+// check equality).
+void matmul_freeze(WeightView W);
+void matmul_unfreeze(const void* data);
+int64_t matmul_frozen_bytes();
+
 // The paths, callable directly (same semantics as matmul.h).
 namespace matmul_detail {
 void small_m_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
 void dnnl_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
-void dnnl_forward_prepacked(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
 void dnnl_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate);
 void dnnl_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K);
 void portable_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);

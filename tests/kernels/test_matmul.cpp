@@ -319,6 +319,38 @@ TEST(Matmul, ConcurrentCallersGetTheirOwnResults) {
     for (size_t t = 0; t < jobs.size(); ++t) EXPECT_EQ(failures[t], 0) << "job M=" << jobs[t].M;
 }
 
+// Frozen (prepacked) weights: same results as the reference, for both
+// products that read them, at several row counts (layouts may differ per M);
+// after unfreeze a changed weight is read afresh.
+TEST(Matmul, FrozenWeightsGiveTheReferenceResults) {
+    Philox rng(7, 0);
+    const int64_t N = 200, K = 300;
+    TestWeight W = integer_weight(WeightType::bf16, N, K, 2, rng);
+    const int64_t before = matmul_frozen_bytes();
+    matmul_freeze(W.view());
+    for (int64_t M : {1, 9, 64, 128, 300}) {
+        std::vector<float> X = exact_inputs(WeightType::bf16, M * K, rng);   // (M, K)
+        std::vector<float> dY = exact_inputs(WeightType::bf16, M * N, rng);  // (M, N)
+        std::vector<float> want(M * N), got(M * N), wantx(M * K), gotx(M * K);
+        linear_forward_reference(want.data(), X.data(), W.view(), M);
+        linear_forward(got.data(), X.data(), W.view(), M);
+        ASSERT_TRUE(same_bits(got, want, N)) << "frozen forward M=" << M;
+        linear_backward_input_reference(wantx.data(), dY.data(), W.view(), M);
+        linear_backward_input(gotx.data(), dY.data(), W.view(), M);
+        ASSERT_TRUE(same_bits(gotx, wantx, K)) << "frozen backward_input M=" << M;
+    }
+    EXPECT_GT(matmul_frozen_bytes(), before) << "no packed copy was made: the frozen path did not run";
+    matmul_unfreeze(W.b.data());
+    EXPECT_EQ(matmul_frozen_bytes(), before);
+    // Changed in place after unfreeze: the new values are used.
+    for (auto& b : W.b) b = float_to_bf16(-bf16_to_float(b) + 1.f);
+    std::vector<float> X = exact_inputs(WeightType::bf16, 128 * K, rng);
+    std::vector<float> want(128 * N), got(128 * N);
+    linear_forward_reference(want.data(), X.data(), W.view(), 128);
+    linear_forward(got.data(), X.data(), W.view(), 128);
+    ASSERT_TRUE(same_bits(got, want, N)) << "after unfreeze";
+}
+
 TEST(Matmul, EmptySumIsZeroOrKeepsAccumulator) {
     std::vector<float> Y = {1.f, 2.f, 3.f, 4.f};  // (2, 2)
     float dummy = 0.f;
