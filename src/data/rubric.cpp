@@ -64,10 +64,23 @@ std::optional<Sentence> classify(std::string_view s) {
 
 bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
+// A quoted excerpt for reasons: printable ASCII kept, other bytes as \xNN,
+// so that a reason is always valid UTF-8 (JSON) whatever the model wrote.
 std::string quote(std::string_view s) {
     constexpr size_t kMax = 60;
+    static const char* hex = "0123456789abcdef";
     std::string out = "'";
-    out += s.size() > kMax ? std::string(s.substr(0, kMax)) + "..." : std::string(s);
+    for (size_t i = 0; i < s.size() && i < kMax; ++i) {
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            out += static_cast<char>(c);
+        } else {
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    if (s.size() > kMax) out += "...";
     return out + "'";
 }
 

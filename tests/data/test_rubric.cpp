@@ -191,6 +191,16 @@ TEST(Rubric, NearMissesAreUncertified) {
     EXPECT_NE(evaluate_response("Resume the print queue", FinishReason::eos, 0).reason.find("period"), std::string::npos);
 }
 
+TEST(Rubric, ReasonsStayValidJsonForAnyBytes) {
+    // Found by fuzz_manifest: a reason quoting invalid UTF-8 could not be written as JSON.
+    const std::string bytes = "Thank$you fo\xff\xff\xffqatience. Resume the \x01populati'oe. This may help.";
+    RubricVerdict v = evaluate_response(bytes, FinishReason::eos, 0);
+    EXPECT_FALSE(v.recognized);
+    std::string dumped;
+    EXPECT_NO_THROW(dumped = rubric_verdict_to_json(v).dump());
+    EXPECT_NE(dumped.find("\\\\xff"), std::string::npos) << dumped;
+}
+
 TEST(Rubric, WhitespaceOnlyNormalisation) {
     EXPECT_EQ(rubric_normalize("  a \n\t b  "), "a b");
     EXPECT_EQ(rubric_normalize(""), "");
