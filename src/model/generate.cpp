@@ -60,7 +60,8 @@ std::vector<Generation> generate(Qwen2& model, KvCache& cache, const std::vector
             g.tokens.push_back(s.token);
             g.logprobs.push_back(s.logp);
             next[static_cast<size_t>(b)] = s.token;
-            if (s.token == opt.eos_id)
+            if (s.token == opt.eos_id ||
+                std::find(opt.extra_eos_ids.begin(), opt.extra_eos_ids.end(), s.token) != opt.extra_eos_ids.end())
                 g.finish_reason = "eos";
             else if (step + 1 == opt.max_new_tokens)
                 g.finish_reason = "length";
