@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/simd.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -141,155 +142,149 @@ static void attention_backward_generic(T* dq, T* dk, T* dv, const T* dout, const
 // instantiated inside drivers that carry the target attribute, so each copy
 // is compiled for its own instruction set.
 //   forward, per (batch row, query head): Kᵀ (hd, Tp) is built once; blocks of
-//   R query rows compute S = q·Kᵀ with R×2 vector accumulators (no horizontal
-//   sums), the softmax runs on whole vectors (masked scores are −∞, a
-//   polynomial exp maps them to exactly 0), then out = P·V over hd chunks.
-//   backward, per (batch row, KV head): the same blocks give dP = dout·Vᵀ,
-//   dS, dq = dS·K, and dk += dSᵀ·q, dv += Pᵀ·dout for the group's heads.
+//   R = 4 query rows compute S = q·Kᵀ with R×NW vector accumulators (NW = 4
+//   vectors of columns on AVX-512, 2 on AVX2; no horizontal sums), the
+//   softmax runs on whole vectors (masked scores are −∞, a polynomial exp
+//   maps them to exactly 0), then out = P·V, R rows × NW vectors of hd.
+//   backward, per (batch row, KV head): per head, row blocks give dP = dout·Vᵀ,
+//   dS (kept whole, T × Tp) and dq = dS·K; then dk += dSᵀ·q and dv += Pᵀ·dout
+//   run over blocks of 4 key positions (accumulators in registers, t ≥ j).
 // Padding columns before the first real token are skipped whole.
 // Every helper taking or returning a vector is always inlined: no ABI is involved.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace {
 
-#define PPOLAB_INLINE inline __attribute__((always_inline))
-#define PPOLAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-
-typedef float vf8 __attribute__((vector_size(32)));
-typedef int32_t vi8 __attribute__((vector_size(32)));
-typedef float vf16 __attribute__((vector_size(64)));
-typedef int32_t vi16 __attribute__((vector_size(64)));
+using namespace simd;
 
 constexpr int kRows = 4;  // query rows per block
 
-template <class V>
-PPOLAB_INLINE V vload(const float* p) {
-    V v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-template <class V>
-PPOLAB_INLINE void vstore(float* p, V v) {
-    std::memcpy(p, &v, sizeof v);
-}
-// Broadcasts. GCC 12 builds {x, x, …} AVX-512 vectors one masked lane at a
-// time inside loops, so the instruction is spelt out (asm, no memory clobber).
-template <class V>
-PPOLAB_INLINE V vset(float x) {
-    V v;
-    asm("vbroadcastss %1, %0" : "=v"(v) : "v"(x));
-    return v;
-}
-template <class V>
-PPOLAB_INLINE V vbcast(const float* p) {
-    V v;
-    asm("vbroadcastss %1, %0" : "=v"(v) : "m"(*p));
-    return v;
-}
-template <class V>
-PPOLAB_INLINE float vhsum(V v) {
-    float s = 0;
-    for (size_t i = 0; i < sizeof(V) / 4; ++i) s += v[i];
-    return s;
-}
-template <class V>
-PPOLAB_INLINE float vhmax(V v) {
-    float m = v[0];
-    for (size_t i = 1; i < sizeof(V) / 4; ++i) m = std::max(m, v[i]);
-    return m;
-}
-
-// e^x: 2^n · e^r with n = round(x·log2 e), r = x − n·ln 2 (two-part ln 2) and
-// the Cephes expf polynomial on |r| ≤ ln2/2 (relative error < 2e-7). x below
-// −87.34 (e^x under FLT_MIN, and −∞) gives exactly 0.
-template <class V, class VI>
-PPOLAB_INLINE V vexp(V x) {
-    const VI tiny = x < -87.33654f;
-    x = tiny ? V{} - 87.33654f : x;  // (constants) keeps −∞ out of the arithmetic below
-    x = x > 88.37626f ? V{} + 88.37626f : x;
-    const V t = x * 1.44269504088896341f + 12582912.f;  // round to nearest via 1.5·2^23
-    const V n = t - 12582912.f;
-    V r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    V y = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    y = y * r + 8.3334519073e-3f;
-    y = y * r + 4.1665795894e-2f;
-    y = y * r + 1.6666665459e-1f;
-    y = y * r + 5.0000001201e-1f;
-    y = y * r * r + r + 1.f;
-    const VI e = ((VI)t - 0x4B400000 + 127) << 23;
-    const V p = y * (V)e;
-    return tiny ? V{} : p;  // exactly 0
-}
-
 // Scratch of the calling thread, reused across calls (no allocation in steady state).
-PPOLAB_INLINE float* attn_scratch(size_t n) {
+PPOLAB_SIMD_INLINE float* attn_scratch(size_t n) {
     thread_local std::vector<float> buf;
     if (buf.size() < n) buf.resize(n);
     return buf.data();
 }
 
-// Columns padded to a multiple of two vectors.
-PPOLAB_INLINE int64_t attn_padded(int64_t T, int64_t L) { return (T + 2 * L - 1) / (2 * L) * (2 * L); }
+// Columns padded to a multiple of the vector width.
+PPOLAB_SIMD_INLINE int64_t attn_padded(int64_t T, int64_t L) { return (T + L - 1) / L * L; }
 
 // X (T rows of stride `stride`, hd wide) → XT (hd, Tp), zero beyond T.
-PPOLAB_INLINE void attn_transpose(float* XT, const float* X, int64_t stride, int64_t T, int64_t Tp, int64_t hd) {
+PPOLAB_SIMD_INLINE void attn_transpose(float* XT, const float* X, int64_t stride, int64_t T, int64_t Tp, int64_t hd) {
     for (int64_t j = 0; j < T; ++j)
         for (int64_t d = 0; d < hd; ++d) XT[d * Tp + j] = X[j * stride + d];
     for (int64_t d = 0; d < hd; ++d)
         for (int64_t j = T; j < Tp; ++j) XT[d * Tp + j] = 0.f;
 }
 
-// S[r][j] = a_r · XT[:, j] for j in [j0, j1) step 2L; rows a_r of length hd.
-template <class V>
-PPOLAB_INLINE void attn_rows_times_xt(float* S, int64_t Tp, const float* const* a, const float* XT, int64_t hd,
+// S[r][j] = a_r · XT[:, j] for the R rows a_r (length hd), j in [j0, j1), NW
+// vectors of columns at a time (R×NW accumulators), then single vectors.
+template <class V, int NW>
+PPOLAB_SIMD_INLINE void attn_rows_times_xt(float* S, int64_t Tp, const float* const* a, const float* XT, int64_t hd,
                                       int64_t j0, int64_t j1) {
     constexpr int64_t L = sizeof(V) / 4;
-    for (int64_t j = j0; j < j1; j += 2 * L) {
-        V acc[kRows][2] = {};
+    int64_t j = j0;
+    for (; j + NW * L <= j1; j += NW * L) {
+        V acc[kRows][NW] = {};
         for (int64_t d = 0; d < hd; ++d) {
-            const V x0 = vload<V>(XT + d * Tp + j), x1 = vload<V>(XT + d * Tp + j + L);
+            V x[NW];
+            for (int n = 0; n < NW; ++n) x[n] = vload<V>(XT + d * Tp + j + n * L);
             for (int r = 0; r < kRows; ++r) {
                 const V ab = vbcast<V>(a[r] + d);
-                acc[r][0] += ab * x0;
-                acc[r][1] += ab * x1;
+                for (int n = 0; n < NW; ++n) acc[r][n] += ab * x[n];
             }
         }
-        for (int r = 0; r < kRows; ++r) {
-            vstore(S + r * Tp + j, acc[r][0]);
-            vstore(S + r * Tp + j + L, acc[r][1]);
+        for (int r = 0; r < kRows; ++r)
+            for (int n = 0; n < NW; ++n) vstore(S + r * Tp + j + n * L, acc[r][n]);
+    }
+    for (; j < j1; j += L) {
+        V acc[kRows] = {};
+        for (int64_t d = 0; d < hd; ++d) {
+            const V x = vload<V>(XT + d * Tp + j);
+            for (int r = 0; r < kRows; ++r) acc[r] += vbcast<V>(a[r] + d) * x;
         }
+        for (int r = 0; r < kRows; ++r) vstore(S + r * Tp + j, acc[r]);
     }
 }
 
-// y_r[c] = Σ_{j in [j0, j1]} W[r][j] · x_j[c] (x_j = X + j·stride) for all R rows
-// (rows past the block's end point at a sink: a fixed trip count keeps acc in registers).
-template <class V>
-PPOLAB_INLINE void attn_weights_times_rows(float* const* y, const float* W, int64_t Tp, const float* X,
+// y_r[c] = Σ_{j in [j0, j1]} W[r][j] · x_j[c] (x_j = X + j·stride) for all R rows,
+// hd in chunks of NW vectors, then single vectors. Rows past the block's end
+// point at a sink: a fixed trip count keeps the accumulators in registers.
+template <class V, int NW>
+PPOLAB_SIMD_INLINE void attn_weights_times_rows(float* const* y, const float* W, int64_t ldw, const float* X,
                                            int64_t stride, int64_t hd, int64_t j0, int64_t j1) {
     constexpr int64_t L = sizeof(V) / 4;
-    for (int64_t c = 0; c < hd; c += L) {
+    int64_t c = 0;
+    for (; c + NW * L <= hd; c += NW * L) {
+        V acc[kRows][NW] = {};
+        for (int64_t j = j0; j <= j1; ++j) {
+            V x[NW];
+            for (int n = 0; n < NW; ++n) x[n] = vload<V>(X + j * stride + c + n * L);
+            for (int r = 0; r < kRows; ++r) {
+                const V w = vbcast<V>(W + r * ldw + j);
+                for (int n = 0; n < NW; ++n) acc[r][n] += w * x[n];
+            }
+        }
+        for (int r = 0; r < kRows; ++r)
+            for (int n = 0; n < NW; ++n) vstore(y[r] + c + n * L, acc[r][n]);
+    }
+    for (; c < hd; c += L) {
         V acc[kRows] = {};
         for (int64_t j = j0; j <= j1; ++j) {
             const V x = vload<V>(X + j * stride + c);
-            for (int r = 0; r < kRows; ++r) acc[r] += vbcast<V>(W + r * Tp + j) * x;
+            for (int r = 0; r < kRows; ++r) acc[r] += vbcast<V>(W + r * ldw + j) * x;
         }
         for (int r = 0; r < kRows; ++r) vstore(y[r] + c, acc[r]);
     }
 }
 
-template <class V, class VI>
-PPOLAB_INLINE void attn_forward_head(float* out, float* probs, const float* q, const float* k, const float* v,
+// D_j += Σ_{t in [j, T)} A[t][j] · X_t for JB consecutive j from jb (rows D_j,
+// X_t of stride ldd, ldx; A row-major with stride lda, lower triangular, so
+// t < j contributes nothing and the loop starts at jb).
+template <class V, int NW, int JB>
+PPOLAB_SIMD_INLINE void attn_transposed_block(float* D, int64_t ldd, const float* A, int64_t lda, const float* X,
+                                         int64_t ldx, int64_t hd, int64_t jb, int64_t T) {
+    constexpr int64_t L = sizeof(V) / 4;
+    int64_t c = 0;
+    for (; c + NW * L <= hd; c += NW * L) {
+        V acc[JB][NW];
+        for (int jj = 0; jj < JB; ++jj)
+            for (int n = 0; n < NW; ++n) acc[jj][n] = vload<V>(D + (jb + jj) * ldd + c + n * L);
+        for (int64_t t = jb; t < T; ++t) {
+            V x[NW];
+            for (int n = 0; n < NW; ++n) x[n] = vload<V>(X + t * ldx + c + n * L);
+            for (int jj = 0; jj < JB; ++jj) {
+                const V a = vbcast<V>(A + t * lda + jb + jj);
+                for (int n = 0; n < NW; ++n) acc[jj][n] += a * x[n];
+            }
+        }
+        for (int jj = 0; jj < JB; ++jj)
+            for (int n = 0; n < NW; ++n) vstore(D + (jb + jj) * ldd + c + n * L, acc[jj][n]);
+    }
+    if (c < hd) attn_transposed_block<V, 1, JB>(D + c, ldd, A, lda, X + c, ldx, hd - c, jb, T);
+}
+
+// D_j += Σ_t A[t][j] · X_t for every j in [j0, T).
+template <class V, int NW>
+PPOLAB_SIMD_INLINE void attn_transposed_product(float* D, int64_t ldd, const float* A, int64_t lda, const float* X,
+                                           int64_t ldx, int64_t hd, int64_t j0, int64_t T) {
+    int64_t j = j0;
+    for (; j + kRows <= T; j += kRows) attn_transposed_block<V, NW, kRows>(D, ldd, A, lda, X, ldx, hd, j, T);
+    for (; j < T; ++j) attn_transposed_block<V, NW, 1>(D, ldd, A, lda, X, ldx, hd, j, T);
+}
+
+template <class V, int NW>
+PPOLAB_SIMD_INLINE void attn_forward_head(float* out, float* probs, const float* q, const float* k, const float* v,
                                      const uint8_t* mask, const AttentionShape& s, int64_t b, int64_t h) {
     constexpr int64_t L = sizeof(V) / 4;
     const int64_t Tn = s.T, nH = s.nH, nKV = s.nKV, hd = s.hd, kvh = h / (nH / nKV), Tp = attn_padded(Tn, L);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-    const uint8_t* mb = mask + b * Tn;                              // (T)
-    float* kt = attn_scratch(static_cast<size_t>((hd + kRows + 1) * Tp + hd));  // (hd, Tp)
-    float* S = kt + hd * Tp;                                        // (R, Tp) scores, then weights
-    float* bias = S + kRows * Tp;                                   // (Tp) 0 or −∞
-    float* sink = bias + Tp;                                        // (hd) output of rows past T
-    const float* kb = k + (b * Tn * nKV + kvh) * hd;                // row j at kb + j·nKV·hd
+    const uint8_t* mb = mask + b * Tn;                                          // (T)
+    float* kt = attn_scratch(static_cast<size_t>((hd + kRows + 1) * Tp + hd));  // (hd, Tp) Kᵀ
+    float* S = kt + hd * Tp;                                                    // (R, Tp) scores, then weights
+    float* bias = S + kRows * Tp;                                               // (Tp) 0 or −∞
+    float* sink = bias + Tp;                                                    // (hd) output of rows past T
+    const float* kb = k + (b * Tn * nKV + kvh) * hd;                            // row j at kb + j·nKV·hd
     const float* vb = v + (b * Tn * nKV + kvh) * hd;
     int64_t first = 0;  // first real key position
     while (first < Tn && !mb[first]) ++first;
@@ -307,7 +302,7 @@ PPOLAB_INLINE void attn_forward_head(float* out, float* probs, const float* q, c
             }
             continue;
         }
-        const int64_t j0 = first / (2 * L) * (2 * L), j1 = (tmax + 2 * L) / (2 * L) * (2 * L);  // [j0, j1) ⊂ [0, Tp)
+        const int64_t j0 = first / L * L, j1 = (tmax + L) / L * L;  // [j0, j1) ⊂ [0, Tp)
         const float* qr[kRows];
         float* outr[kRows];
         for (int r = 0; r < kRows; ++r) {
@@ -315,18 +310,17 @@ PPOLAB_INLINE void attn_forward_head(float* out, float* probs, const float* q, c
             qr[r] = q + ((b * Tn + t) * nH + h) * hd;
             outr[r] = r < rows ? out + ((b * Tn + t) * nH + h) * hd : sink;
         }
-        attn_rows_times_xt<V>(S, Tp, qr, kt, hd, j0, j1);
+        attn_rows_times_xt<V, NW>(S, Tp, qr, kt, hd, j0, j1);
         for (int r = 0; r < rows; ++r) {
             const int64_t t = t0 + r;
-            float* Sr = S + r * Tp;                               // (Tp)
-            float* p = probs + ((b * nH + h) * Tn + t) * Tn;      // (T)
+            float* Sr = S + r * Tp;                           // (Tp)
+            float* p = probs + ((b * nH + h) * Tn + t) * Tn;  // (T)
             if (!mb[t]) {
                 std::fill(Sr + j0, Sr + j1, 0.f);
                 std::fill_n(p, Tn, 0.f);
                 continue;
             }
-            for (int64_t j = j0; j < j1; j += L)
-                vstore(Sr + j, vload<V>(Sr + j) * scale + vload<V>(bias + j));
+            for (int64_t j = j0; j < j1; j += L) vstore(Sr + j, vload<V>(Sr + j) * scale + vload<V>(bias + j));
             for (int64_t j = t + 1; j < j1; ++j) Sr[j] = -std::numeric_limits<float>::infinity();
             V m = vload<V>(Sr + j0);
             for (int64_t j = j0 + L; j < j1; j += L) {
@@ -336,7 +330,7 @@ PPOLAB_INLINE void attn_forward_head(float* out, float* probs, const float* q, c
             const float mx = vhmax(m);
             V sum = V{};
             for (int64_t j = j0; j < j1; j += L) {
-                const V e = vexp<V, VI>(vload<V>(Sr + j) - mx);
+                const V e = vexp<V>(vload<V>(Sr + j) - mx);
                 vstore(Sr + j, e);
                 sum += e;
             }
@@ -346,23 +340,24 @@ PPOLAB_INLINE void attn_forward_head(float* out, float* probs, const float* q, c
             std::copy(Sr + j0, Sr + std::min(j1, Tn), p + j0);
             if (j1 < Tn) std::fill(p + j1, p + Tn, 0.f);
         }
-        attn_weights_times_rows<V>(outr, S, Tp, vb, nKV * hd, hd, j0, tmax);
+        attn_weights_times_rows<V, NW>(outr, S, Tp, vb, nKV * hd, hd, j0, tmax);
     }
 }
 
-template <class V, class VI>
-PPOLAB_INLINE void attn_backward_group(float* dq, float* dk, float* dv, const float* dout, const float* probs,
+template <class V, int NW>
+PPOLAB_SIMD_INLINE void attn_backward_group(float* dq, float* dk, float* dv, const float* dout, const float* probs,
                                        const float* q, const float* k, const float* v, const uint8_t* mask,
                                        const AttentionShape& s, int64_t b, int64_t kvh) {
     constexpr int64_t L = sizeof(V) / 4;
     const int64_t Tn = s.T, nH = s.nH, nKV = s.nKV, hd = s.hd, group = nH / nKV, Tp = attn_padded(Tn, L);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-    const uint8_t* mb = mask + b * Tn;                                         // (T)
-    float* vt = attn_scratch(static_cast<size_t>((hd + 2 * kRows) * Tp + hd));  // (hd, Tp)
-    float* dS = vt + hd * Tp;                                                    // (R, Tp) dP, then dS
-    float* P = dS + kRows * Tp;                                                  // (R, Tp) probabilities
-    float* sink = P + kRows * Tp;                                                // (hd) dq of rows past T
-    const int64_t kvstride = nKV * hd;
+    const uint8_t* mb = mask + b * Tn;  // (T)
+    float* vt = attn_scratch(static_cast<size_t>((hd + Tn + 2 * kRows) * Tp + hd));  // (hd, Tp) Vᵀ
+    float* dS = vt + hd * Tp;                                                      // (T, Tp) dS of one head
+    float* dP = dS + Tn * Tp;                                                      // (R, Tp) dP of a block
+    float* P = dP + kRows * Tp;                                                    // (R, Tp) probabilities
+    float* sink = P + kRows * Tp;                                                  // (hd) dq of rows past T
+    const int64_t kvstride = nKV * hd, qstride = nH * hd;
     const float* kb = k + (b * Tn * nKV + kvh) * hd;  // row j at kb + j·kvstride
     const float* vb = v + (b * Tn * nKV + kvh) * hd;
     float* dkb = dk + (b * Tn * nKV + kvh) * hd;
@@ -373,62 +368,65 @@ PPOLAB_INLINE void attn_backward_group(float* dq, float* dk, float* dv, const fl
     }
     int64_t first = 0;
     while (first < Tn && !mb[first]) ++first;
+    if (first == Tn) {  // nothing but padding
+        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h)
+            for (int64_t t = 0; t < Tn; ++t) std::fill_n(dq + ((b * Tn + t) * nH + h) * hd, hd, 0.f);
+        return;
+    }
     attn_transpose(vt, vb, kvstride, Tn, Tp, hd);
-    for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h)
+    for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        const float* ph = probs + (b * nH + h) * Tn * Tn;  // (T, T)
+        const float* qh = q + (b * Tn * nH + h) * hd;      // row t at qh + t·qstride
+        const float* gh = dout + (b * Tn * nH + h) * hd;
         for (int64_t t0 = 0; t0 < Tn; t0 += kRows) {
             const int rows = static_cast<int>(std::min<int64_t>(kRows, Tn - t0));
             const int64_t tmax = t0 + rows - 1;
             bool any = false;
             for (int r = 0; r < rows; ++r) any |= mb[t0 + r] != 0;
             if (!any) {
-                for (int r = 0; r < rows; ++r) std::fill_n(dq + ((b * Tn + t0 + r) * nH + h) * hd, hd, 0.f);
+                for (int r = 0; r < rows; ++r) {
+                    std::fill_n(dq + ((b * Tn + t0 + r) * nH + h) * hd, hd, 0.f);
+                    std::fill_n(dS + (t0 + r) * Tp, Tp, 0.f);
+                }
                 continue;
             }
-            const int64_t j0 = first / (2 * L) * (2 * L), j1 = (tmax + 2 * L) / (2 * L) * (2 * L);
+            const int64_t j0 = first / L * L, j1 = (tmax + L) / L * L;
             const float* gr[kRows];
-            const float* qr[kRows];
             float* dqr[kRows];
             for (int r = 0; r < kRows; ++r) {
                 const int64_t t = t0 + std::min(r, rows - 1);
-                gr[r] = dout + ((b * Tn + t) * nH + h) * hd;
-                qr[r] = q + ((b * Tn + t) * nH + h) * hd;
+                gr[r] = gh + t * qstride;
                 dqr[r] = r < rows ? dq + ((b * Tn + t) * nH + h) * hd : sink;
             }
-            attn_rows_times_xt<V>(dS, Tp, gr, vt, hd, j0, j1);  // dP
+            attn_rows_times_xt<V, NW>(dP, Tp, gr, vt, hd, j0, j1);  // dP = dout·Vᵀ
             for (int r = 0; r < kRows; ++r) {
-                float* Pr = P + r * Tp;    // (Tp)
-                float* dSr = dS + r * Tp;  // (Tp)
                 const int64_t t = t0 + r;
-                if (r >= rows || !mb[t]) {
-                    std::fill(Pr + j0, Pr + j1, 0.f);
-                    std::fill(dSr + j0, dSr + j1, 0.f);
+                float* Pr = P + r * Tp;                                    // (Tp)
+                float* dPr = dP + r * Tp;                                  // (Tp)
+                if (r >= rows) break;
+                float* dSr = dS + t * Tp;                                  // (Tp)
+                if (!mb[t]) {
+                    std::fill_n(dSr, Tp, 0.f);
                     continue;
                 }
-                const float* p = probs + ((b * nH + h) * Tn + t) * Tn;  // (T)
-                std::copy(p + j0, p + t + 1, Pr + j0);
+                std::copy(ph + t * Tn + j0, ph + t * Tn + t + 1, Pr + j0);
                 std::fill(Pr + t + 1, Pr + j1, 0.f);
                 V acc = V{};
-                for (int64_t j = j0; j < j1; j += L) acc += vload<V>(Pr + j) * vload<V>(dSr + j);
+                for (int64_t j = j0; j < j1; j += L) acc += vload<V>(Pr + j) * vload<V>(dPr + j);
                 const float dot = vhsum(acc);
+                std::fill(dSr, dSr + j0, 0.f);
                 for (int64_t j = j0; j < j1; j += L)
-                    vstore(dSr + j, vload<V>(Pr + j) * (vload<V>(dSr + j) - dot) * scale);
+                    vstore(dSr + j, vload<V>(Pr + j) * (vload<V>(dPr + j) - dot) * scale);
+                std::fill(dSr + j1, dSr + Tp, 0.f);
             }
-            attn_weights_times_rows<V>(dqr, dS, Tp, kb, kvstride, hd, j0, tmax);
-            // dk[j] += Σ_r dS[r][j] q_r,  dv[j] += Σ_r P[r][j] dout_r
-            for (int64_t c = 0; c < hd; c += L) {
-                V qc[kRows], gc[kRows];
-                for (int r = 0; r < kRows; ++r) qc[r] = vload<V>(qr[r] + c), gc[r] = vload<V>(gr[r] + c);
-                for (int64_t j = j0; j <= tmax; ++j) {
-                    V a = vload<V>(dkb + j * kvstride + c), bv = vload<V>(dvb + j * kvstride + c);
-                    for (int r = 0; r < kRows; ++r) {
-                        a += vbcast<V>(dS + r * Tp + j) * qc[r];
-                        bv += vbcast<V>(P + r * Tp + j) * gc[r];
-                    }
-                    vstore(dkb + j * kvstride + c, a);
-                    vstore(dvb + j * kvstride + c, bv);
-                }
-            }
+            // dq = dS·K. A short last block reads rows past T from the dP/P scratch
+            // behind dS (in bounds, any value): their results go to the sink.
+            attn_weights_times_rows<V, NW>(dqr, dS + t0 * Tp, Tp, kb, kvstride, hd, j0, tmax);
         }
+        // dk += dSᵀ·q,  dv += Pᵀ·dout  (both lower triangular: t ≥ j)
+        attn_transposed_product<V, NW>(dkb, kvstride, dS, Tp, qh, qstride, hd, first, Tn);
+        attn_transposed_product<V, NW>(dvb, kvstride, ph, Tn, gh, qstride, hd, first, Tn);
+    }
 }
 
 // Drivers: the OpenMP region sits in a function of each instruction set so
@@ -437,14 +435,14 @@ void attention_forward_avx2(float* out, float* probs, const float* q, const floa
                             const uint8_t* mask, AttentionShape s) {
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attention_parallel(s))
     for (int64_t b = 0; b < s.B; ++b)
-        for (int64_t h = 0; h < s.nH; ++h) attn_forward_head<vf8, vi8>(out, probs, q, k, v, mask, s, b, h);
+        for (int64_t h = 0; h < s.nH; ++h) attn_forward_head<vf8, 2>(out, probs, q, k, v, mask, s, b, h);
 }
 
-PPOLAB_AVX512 void attention_forward_avx512(float* out, float* probs, const float* q, const float* k,
+PPOLAB_SIMD_AVX512 void attention_forward_avx512(float* out, float* probs, const float* q, const float* k,
                                             const float* v, const uint8_t* mask, AttentionShape s) {
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attention_parallel(s))
     for (int64_t b = 0; b < s.B; ++b)
-        for (int64_t h = 0; h < s.nH; ++h) attn_forward_head<vf16, vi16>(out, probs, q, k, v, mask, s, b, h);
+        for (int64_t h = 0; h < s.nH; ++h) attn_forward_head<vf16, 4>(out, probs, q, k, v, mask, s, b, h);
 }
 
 void attention_backward_avx2(float* dq, float* dk, float* dv, const float* dout, const float* probs,
@@ -452,23 +450,18 @@ void attention_backward_avx2(float* dq, float* dk, float* dv, const float* dout,
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attention_parallel(s))
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t kvh = 0; kvh < s.nKV; ++kvh)
-            attn_backward_group<vf8, vi8>(dq, dk, dv, dout, probs, q, k, v, mask, s, b, kvh);
+            attn_backward_group<vf8, 2>(dq, dk, dv, dout, probs, q, k, v, mask, s, b, kvh);
 }
 
-PPOLAB_AVX512 void attention_backward_avx512(float* dq, float* dk, float* dv, const float* dout, const float* probs,
+PPOLAB_SIMD_AVX512 void attention_backward_avx512(float* dq, float* dk, float* dv, const float* dout, const float* probs,
                                              const float* q, const float* k, const float* v, const uint8_t* mask,
                                              AttentionShape s) {
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attention_parallel(s))
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t kvh = 0; kvh < s.nKV; ++kvh)
-            attn_backward_group<vf16, vi16>(dq, dk, dv, dout, probs, q, k, v, mask, s, b, kvh);
+            attn_backward_group<vf16, 4>(dq, dk, dv, dout, probs, q, k, v, mask, s, b, kvh);
 }
 
-bool attention_has_avx512() {
-    static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-    return yes;
-}
 
 }  // namespace
 
@@ -476,7 +469,7 @@ template <typename T>
 void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, const uint8_t* mask, AttentionShape s) {
     attention_check(s);
     if constexpr (std::is_same_v<T, float>) {
-        if (s.hd % 16 == 0 && attention_has_avx512()) return attention_forward_avx512(out, probs, q, k, v, mask, s);
+        if (s.hd % 16 == 0 && simd_has_avx512()) return attention_forward_avx512(out, probs, q, k, v, mask, s);
         if (s.hd % 8 == 0) return attention_forward_avx2(out, probs, q, k, v, mask, s);
     }
     attention_forward_generic<T>(out, probs, q, k, v, mask, s);
@@ -487,7 +480,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* probs, cons
                         const uint8_t* mask, AttentionShape s) {
     attention_check(s);
     if constexpr (std::is_same_v<T, float>) {
-        if (s.hd % 16 == 0 && attention_has_avx512())
+        if (s.hd % 16 == 0 && simd_has_avx512())
             return attention_backward_avx512(dq, dk, dv, dout, probs, q, k, v, mask, s);
         if (s.hd % 8 == 0) return attention_backward_avx2(dq, dk, dv, dout, probs, q, k, v, mask, s);
     }

@@ -3,9 +3,10 @@
 // Backward: dlogits[n,v] = dlogp[n] · (1[v = target[n]] − softmax(logits[n])[v]),
 //   dh = dlogits · W,  dW += dlogitsᵀ · h.
 // Only kLmChunk rows of logits exist at a time, in a buffer kept by the
-// calling thread across calls (first-touch page faults are expensive).
-// The backward skips rows whose dlogp is 0 (prompt tokens, padding): their
-// dh is 0 and they cost nothing.
+// calling thread across calls (first-touch page faults are expensive). The
+// matmuls go through matmul.h; the per-row exp passes run on whole vectors
+// (simd.h). The backward skips rows whose dlogp is 0 (prompt tokens,
+// padding): their dh is 0 and they cost nothing.
 #include "kernels/lm_head.h"
 
 #include <algorithm>
@@ -14,11 +15,16 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/simd.h"
 #include "util/error.h"
+
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace ppolab {
 
 namespace {
+
+using namespace simd;
 
 constexpr int64_t kLmChunk = 64;  // rows of logits materialised at once
 
@@ -35,15 +41,53 @@ void lm_check(const int32_t* targets, WeightView W, int64_t N) {
             fail("lm_logprobs: target of row ", n, " is ", targets[n], "; expected a token id in [0, ", W.rows, ")");
 }
 
-// max and log Σ exp of one row of logits.
-float row_logsumexp(const float* z, int64_t V) {
+// log Σ_v exp z[v]: max pass, then Σ exp(z − max) in 4 vector accumulators
+// (64 partial sums on AVX-512: each adds ~V/64 terms, so float rounding stays ~1e-7).
+template <class V>
+PPOLAB_SIMD_INLINE float lm_logsumexp(const float* z, int64_t n) {
+    constexpr int64_t L = sizeof(V) / 4;
     float mx = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : mx)
-    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, z[v]);
-    float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t v = 0; v < V; ++v) sum += std::exp(z[v] - mx);
+    int64_t i = 0;
+    if (n >= L) {
+        V m = vload<V>(z);
+        for (i = L; i + L <= n; i += L) {
+            const V x = vload<V>(z + i);
+            m = x > m ? x : m;
+        }
+        mx = vhmax(m);
+    }
+    for (; i < n; ++i) mx = std::max(mx, z[i]);
+    V acc[4] = {};
+    for (i = 0; i + 4 * L <= n; i += 4 * L)
+        for (int a = 0; a < 4; ++a) acc[a] += vexp<V>(vload<V>(z + i + a * L) - mx);
+    for (; i + L <= n; i += L) acc[0] += vexp<V>(vload<V>(z + i) - mx);
+    float sum = vhsum((acc[0] + acc[1]) + (acc[2] + acc[3]));
+    for (; i < n; ++i) sum += std::exp(z[i] - mx);
     return mx + std::log(sum);
+}
+
+// z[v] ← −g · exp(z[v] − lse)
+template <class V>
+PPOLAB_SIMD_INLINE void lm_scaled_softmax(float* z, int64_t n, float lse, float g) {
+    constexpr int64_t L = sizeof(V) / 4;
+    int64_t i = 0;
+    for (; i + L <= n; i += L) vstore(z + i, vexp<V>(vload<V>(z + i) - lse) * -g);
+    for (; i < n; ++i) z[i] = -g * std::exp(z[i] - lse);
+}
+
+float lm_logsumexp_avx2(const float* z, int64_t n) { return lm_logsumexp<vf8>(z, n); }
+PPOLAB_SIMD_AVX512 float lm_logsumexp_avx512(const float* z, int64_t n) { return lm_logsumexp<vf16>(z, n); }
+void lm_scaled_softmax_avx2(float* z, int64_t n, float lse, float g) { lm_scaled_softmax<vf8>(z, n, lse, g); }
+PPOLAB_SIMD_AVX512 void lm_scaled_softmax_avx512(float* z, int64_t n, float lse, float g) {
+    lm_scaled_softmax<vf16>(z, n, lse, g);
+}
+
+float row_logsumexp(const float* z, int64_t n) {
+    return simd_has_avx512() ? lm_logsumexp_avx512(z, n) : lm_logsumexp_avx2(z, n);
+}
+
+void row_scaled_softmax(float* z, int64_t n, float lse, float g) {
+    simd_has_avx512() ? lm_scaled_softmax_avx512(z, n, lse, g) : lm_scaled_softmax_avx2(z, n, lse, g);
 }
 
 }  // namespace
@@ -92,10 +136,8 @@ void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float*
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t n = live[i0 + r];
             float* z = logits + r * V;  // (V): logits in, dlogits out
-            const float lse = row_logsumexp(z, V);
             const float g = dlogp[n];
-#pragma omp simd
-            for (int64_t v = 0; v < V; ++v) z[v] = -g * std::exp(z[v] - lse);
+            row_scaled_softmax(z, V, row_logsumexp(z, V), g);
             z[targets[n]] += g;
         }
         linear_backward_input(dhc, logits, W, rows);

@@ -65,90 +65,94 @@ TEST(Attention, GradientsMatchFiniteDifferences) {
 }
 
 TEST(Attention, ProbabilitiesAreCausalMaskedAndNormalised) {
-    Problem pr({2, 6, 2, 1, 8}, {0, 3}, 30);
-    std::vector<double> probs;
-    std::vector<float> pf;
-    auto out = pr.forward<double>(&probs);
-    auto outf = pr.forward<float>(&pf);  // the vectorised float path: exact zeros too
-    for (int64_t b = 0; b < 2; ++b)
-        for (int64_t h = 0; h < 2; ++h)
-            for (int64_t t = 0; t < 6; ++t) {
-                const double* p = &probs[((b * 2 + h) * 6 + t) * 6];
-                double sum = 0;
-                for (int64_t j = 0; j < 6; ++j) {
-                    if (j > t || !pr.mask[b * 6 + j] || !pr.mask[b * 6 + t]) {
-                        EXPECT_EQ(p[j], 0.0) << b << h << t << j;
-                        EXPECT_EQ(pf[((b * 2 + h) * 6 + t) * 6 + j], 0.f) << "float " << b << h << t << j;
+    kt::for_each_simd_path([&] {
+        Problem pr({2, 6, 2, 1, 8}, {0, 3}, 30);
+        std::vector<double> probs;
+        std::vector<float> pf;
+        auto out = pr.forward<double>(&probs);
+        auto outf = pr.forward<float>(&pf);  // the vectorised float path: exact zeros too
+        for (int64_t b = 0; b < 2; ++b)
+            for (int64_t h = 0; h < 2; ++h)
+                for (int64_t t = 0; t < 6; ++t) {
+                    const double* p = &probs[((b * 2 + h) * 6 + t) * 6];
+                    double sum = 0;
+                    for (int64_t j = 0; j < 6; ++j) {
+                        if (j > t || !pr.mask[b * 6 + j] || !pr.mask[b * 6 + t]) {
+                            EXPECT_EQ(p[j], 0.0) << b << h << t << j;
+                            EXPECT_EQ(pf[((b * 2 + h) * 6 + t) * 6 + j], 0.f) << "float " << b << h << t << j;
+                        }
+                        sum += p[j];
                     }
-                    sum += p[j];
-                }
-                EXPECT_NEAR(sum, pr.mask[b * 6 + t] ? 1.0 : 0.0, 1e-14);
-                if (!pr.mask[b * 6 + t]) {
-                    for (int64_t d = 0; d < 8; ++d) {
-                        EXPECT_EQ(out[((b * 6 + t) * 2 + h) * 8 + d], 0.0);
-                        EXPECT_EQ(outf[((b * 6 + t) * 2 + h) * 8 + d], 0.f);
+                    EXPECT_NEAR(sum, pr.mask[b * 6 + t] ? 1.0 : 0.0, 1e-14);
+                    if (!pr.mask[b * 6 + t]) {
+                        for (int64_t d = 0; d < 8; ++d) {
+                            EXPECT_EQ(out[((b * 6 + t) * 2 + h) * 8 + d], 0.0);
+                            EXPECT_EQ(outf[((b * 6 + t) * 2 + h) * 8 + d], 0.f);
+                        }
                     }
                 }
-            }
+    });
 }
 
 TEST(Attention, PaddedRowsEqualUnpaddedRows) {
-    // Row b of a batch holds the first T − pad[b] tokens of one sequence behind
-    // pad[b] garbage positions; each row must give what an unpadded run of
-    // those tokens gives — outputs and gradients — in the engine's float path.
-    const int64_t Tn = 9, nH = 6, nKV = 2, hd = 8, B = 3;
-    const std::vector<int64_t> pad = {4, 1, 0};
-    Problem batch({B, Tn, nH, nKV, hd}, pad, 50);  // garbage everywhere to start with
-    Problem base({1, Tn, nH, nKV, hd}, {0}, 60);
-    auto dout_base = kt::random_vec(base.out_size(), 70);
-    auto dout = kt::random_vec(batch.out_size(), 71, -50, 50);  // garbage at padded rows
-    const int64_t qrow = nH * hd, kvrow = nKV * hd;
-    for (int64_t b = 0; b < B; ++b)
-        for (int64_t t = pad[b]; t < Tn; ++t) {
-            const int64_t src = t - pad[b];
-            std::copy_n(&base.q[src * qrow], qrow, &batch.q[(b * Tn + t) * qrow]);
-            std::copy_n(&base.k[src * kvrow], kvrow, &batch.k[(b * Tn + t) * kvrow]);
-            std::copy_n(&base.v[src * kvrow], kvrow, &batch.v[(b * Tn + t) * kvrow]);
-            std::copy_n(&dout_base[src * qrow], qrow, &dout[(b * Tn + t) * qrow]);
+    kt::for_each_simd_path([&] {
+        // Row b of a batch holds the first T − pad[b] tokens of one sequence behind
+        // pad[b] garbage positions; each row must give what an unpadded run of
+        // those tokens gives — outputs and gradients — in the engine's float path.
+        const int64_t Tn = 9, nH = 6, nKV = 2, hd = 8, B = 3;
+        const std::vector<int64_t> pad = {4, 1, 0};
+        Problem batch({B, Tn, nH, nKV, hd}, pad, 50);  // garbage everywhere to start with
+        Problem base({1, Tn, nH, nKV, hd}, {0}, 60);
+        auto dout_base = kt::random_vec(base.out_size(), 70);
+        auto dout = kt::random_vec(batch.out_size(), 71, -50, 50);  // garbage at padded rows
+        const int64_t qrow = nH * hd, kvrow = nKV * hd;
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t t = pad[b]; t < Tn; ++t) {
+                const int64_t src = t - pad[b];
+                std::copy_n(&base.q[src * qrow], qrow, &batch.q[(b * Tn + t) * qrow]);
+                std::copy_n(&base.k[src * kvrow], kvrow, &batch.k[(b * Tn + t) * kvrow]);
+                std::copy_n(&base.v[src * kvrow], kvrow, &batch.v[(b * Tn + t) * kvrow]);
+                std::copy_n(&dout_base[src * qrow], qrow, &dout[(b * Tn + t) * qrow]);
+            }
+        std::vector<float> probs;
+        auto out = batch.forward<float>(&probs);
+        std::vector<float> dq(batch.q.size()), dk(batch.k.size()), dv(batch.v.size());
+        {
+            auto q = kt::cast<float>(batch.q), k = kt::cast<float>(batch.k), v = kt::cast<float>(batch.v);
+            auto g = kt::cast<float>(dout);
+            attention_backward<float>(dq.data(), dk.data(), dv.data(), g.data(), probs.data(), q.data(), k.data(),
+                                      v.data(), batch.mask.data(), batch.s);
         }
-    std::vector<float> probs;
-    auto out = batch.forward<float>(&probs);
-    std::vector<float> dq(batch.q.size()), dk(batch.k.size()), dv(batch.v.size());
-    {
-        auto q = kt::cast<float>(batch.q), k = kt::cast<float>(batch.k), v = kt::cast<float>(batch.v);
-        auto g = kt::cast<float>(dout);
-        attention_backward<float>(dq.data(), dk.data(), dv.data(), g.data(), probs.data(), q.data(), k.data(),
-                                  v.data(), batch.mask.data(), batch.s);
-    }
-    for (int64_t b = 0; b < B; ++b) {
-        const int64_t L = Tn - pad[b];
-        Problem one({1, L, nH, nKV, hd}, {0}, 80);
-        one.q.assign(base.q.begin(), base.q.begin() + L * qrow);
-        one.k.assign(base.k.begin(), base.k.begin() + L * kvrow);
-        one.v.assign(base.v.begin(), base.v.begin() + L * kvrow);
-        std::vector<float> p1;
-        auto out1 = one.forward<float>(&p1);
-        std::vector<float> dq1(L * qrow), dk1(L * kvrow), dv1(L * kvrow);
-        auto q = kt::cast<float>(one.q), k = kt::cast<float>(one.k), v = kt::cast<float>(one.v);
-        std::vector<float> g(dout_base.begin(), dout_base.begin() + L * qrow);
-        attention_backward<float>(dq1.data(), dk1.data(), dv1.data(), g.data(), p1.data(), q.data(), k.data(),
-                                  v.data(), one.mask.data(), one.s);
-        auto slice = [&](const std::vector<float>& x, int64_t row, int64_t from, int64_t n) {
-            return std::vector<float>(x.begin() + (b * Tn + from) * row, x.begin() + (b * Tn + from + n) * row);
-        };
-        // Same real tokens, same operations; only the vector lanes a row lands in may
-        // change the order of float sums: 1e-6.
-        const std::string tag = " (row " + std::to_string(b) + ", pad " + std::to_string(pad[b]) + ")";
-        kt::expect_close(slice(out, qrow, pad[b], L), out1, 1e-6, 1e-5, "out" + tag);
-        kt::expect_close(slice(dq, qrow, pad[b], L), dq1, 1e-6, 1e-5, "dq" + tag);
-        kt::expect_close(slice(dk, kvrow, pad[b], L), dk1, 1e-6, 1e-5, "dk" + tag);
-        kt::expect_close(slice(dv, kvrow, pad[b], L), dv1, 1e-6, 1e-5, "dv" + tag);
-        const std::vector<float> zq(pad[b] * qrow, 0.f), zkv(pad[b] * kvrow, 0.f);
-        kt::expect_close(slice(out, qrow, 0, pad[b]), zq, 0, 0, "out at padding" + tag);
-        kt::expect_close(slice(dq, qrow, 0, pad[b]), zq, 0, 0, "dq at padding" + tag);
-        kt::expect_close(slice(dk, kvrow, 0, pad[b]), zkv, 0, 0, "dk at padding" + tag);
-        kt::expect_close(slice(dv, kvrow, 0, pad[b]), zkv, 0, 0, "dv at padding" + tag);
-    }
+        for (int64_t b = 0; b < B; ++b) {
+            const int64_t L = Tn - pad[b];
+            Problem one({1, L, nH, nKV, hd}, {0}, 80);
+            one.q.assign(base.q.begin(), base.q.begin() + L * qrow);
+            one.k.assign(base.k.begin(), base.k.begin() + L * kvrow);
+            one.v.assign(base.v.begin(), base.v.begin() + L * kvrow);
+            std::vector<float> p1;
+            auto out1 = one.forward<float>(&p1);
+            std::vector<float> dq1(L * qrow), dk1(L * kvrow), dv1(L * kvrow);
+            auto q = kt::cast<float>(one.q), k = kt::cast<float>(one.k), v = kt::cast<float>(one.v);
+            std::vector<float> g(dout_base.begin(), dout_base.begin() + L * qrow);
+            attention_backward<float>(dq1.data(), dk1.data(), dv1.data(), g.data(), p1.data(), q.data(), k.data(),
+                                      v.data(), one.mask.data(), one.s);
+            auto slice = [&](const std::vector<float>& x, int64_t row, int64_t from, int64_t n) {
+                return std::vector<float>(x.begin() + (b * Tn + from) * row, x.begin() + (b * Tn + from + n) * row);
+            };
+            // Same real tokens, same operations; only the vector lanes a row lands in may
+            // change the order of float sums: 1e-6.
+            const std::string tag = " (row " + std::to_string(b) + ", pad " + std::to_string(pad[b]) + ")";
+            kt::expect_close(slice(out, qrow, pad[b], L), out1, 1e-6, 1e-5, "out" + tag);
+            kt::expect_close(slice(dq, qrow, pad[b], L), dq1, 1e-6, 1e-5, "dq" + tag);
+            kt::expect_close(slice(dk, kvrow, pad[b], L), dk1, 1e-6, 1e-5, "dk" + tag);
+            kt::expect_close(slice(dv, kvrow, pad[b], L), dv1, 1e-6, 1e-5, "dv" + tag);
+            const std::vector<float> zq(pad[b] * qrow, 0.f), zkv(pad[b] * kvrow, 0.f);
+            kt::expect_close(slice(out, qrow, 0, pad[b]), zq, 0, 0, "out at padding" + tag);
+            kt::expect_close(slice(dq, qrow, 0, pad[b]), zq, 0, 0, "dq at padding" + tag);
+            kt::expect_close(slice(dk, kvrow, 0, pad[b]), zkv, 0, 0, "dk at padding" + tag);
+            kt::expect_close(slice(dv, kvrow, 0, pad[b]), zkv, 0, 0, "dv at padding" + tag);
+        }
+    });
 }
 
 class AttentionFloat : public ::testing::TestWithParam<AttentionShape> {};
@@ -160,65 +164,69 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionFloat,
                                            AttentionShape{3, 11, 4, 4, 6}));
 
 TEST_P(AttentionFloat, MatchesDouble) {
-    // Threaded path, GQA, several padding lengths (the last row is padding but for its last token).
-    const AttentionShape shape = GetParam();
-    Problem pr(shape, {0, 7, shape.T - 1}, 90);
-    auto g = kt::random_vec(pr.out_size(), 91);
-    std::vector<double> pd;
-    std::vector<float> pf;
-    auto od = pr.forward<double>(&pd);
-    auto of = pr.forward<float>(&pf);
-    // Dot products of 64 float terms and softmax over ≤ 40 scores: ~1e-6 relative.
-    kt::expect_close(of, od, 2e-6, 1e-5, "out (float)");
-    kt::expect_close(pf, pd, 1e-6, 1e-5, "probs (float)");
-    std::vector<double> dq(pr.q.size()), dk(pr.k.size()), dv(pr.v.size());
-    attention_backward<double>(dq.data(), dk.data(), dv.data(), g.data(), pd.data(), pr.q.data(), pr.k.data(),
-                               pr.v.data(), pr.mask.data(), pr.s);
-    std::vector<float> dqf(pr.q.size()), dkf(pr.k.size()), dvf(pr.v.size());
-    auto q = kt::cast<float>(pr.q), k = kt::cast<float>(pr.k), v = kt::cast<float>(pr.v), gf = kt::cast<float>(g);
-    attention_backward<float>(dqf.data(), dkf.data(), dvf.data(), gf.data(), pf.data(), q.data(), k.data(), v.data(),
-                              pr.mask.data(), pr.s);
-    // dk/dv sum over up to 7 heads × 40 rows: a few 1e-6 on values of size ~1.
-    kt::expect_close(dqf, dq, 5e-6, 1e-5, "dq (float)");
-    kt::expect_close(dkf, dk, 5e-6, 1e-5, "dk (float)");
-    kt::expect_close(dvf, dv, 5e-6, 1e-5, "dv (float)");
+    kt::for_each_simd_path([&] {
+        // Threaded path, GQA, several padding lengths (the last row is padding but for its last token).
+        const AttentionShape shape = GetParam();
+        Problem pr(shape, {0, 7, shape.T - 1}, 90);
+        auto g = kt::random_vec(pr.out_size(), 91);
+        std::vector<double> pd;
+        std::vector<float> pf;
+        auto od = pr.forward<double>(&pd);
+        auto of = pr.forward<float>(&pf);
+        // Dot products of 64 float terms and softmax over ≤ 40 scores: ~1e-6 relative.
+        kt::expect_close(of, od, 2e-6, 1e-5, "out (float)");
+        kt::expect_close(pf, pd, 1e-6, 1e-5, "probs (float)");
+        std::vector<double> dq(pr.q.size()), dk(pr.k.size()), dv(pr.v.size());
+        attention_backward<double>(dq.data(), dk.data(), dv.data(), g.data(), pd.data(), pr.q.data(), pr.k.data(),
+                                   pr.v.data(), pr.mask.data(), pr.s);
+        std::vector<float> dqf(pr.q.size()), dkf(pr.k.size()), dvf(pr.v.size());
+        auto q = kt::cast<float>(pr.q), k = kt::cast<float>(pr.k), v = kt::cast<float>(pr.v), gf = kt::cast<float>(g);
+        attention_backward<float>(dqf.data(), dkf.data(), dvf.data(), gf.data(), pf.data(), q.data(), k.data(), v.data(),
+                                  pr.mask.data(), pr.s);
+        // dk/dv sum over up to 7 heads × 40 rows: a few 1e-6 on values of size ~1.
+        kt::expect_close(dqf, dq, 5e-6, 1e-5, "dq (float)");
+        kt::expect_close(dkf, dk, 5e-6, 1e-5, "dk (float)");
+        kt::expect_close(dvf, dv, 5e-6, 1e-5, "dv (float)");
+    });
 }
 
 TEST(Attention, DecodeEqualsLastRowOfForward) {
-    // The cache is wider than the filled part (S_max > S); the cache beyond S is garbage.
-    const int64_t B = 3, S = 11, S_max = 16, nH = 14, nKV = 2, hd = 64;
-    Problem pr({B, S, nH, nKV, hd}, {0, 4, 10}, 100);
-    std::vector<float> probs;
-    auto full = pr.forward<float>(&probs);
-    auto kc = kt::cast<float>(kt::random_vec(B * S_max * nKV * hd, 101, -9, 9));
-    auto vc = kt::cast<float>(kt::random_vec(B * S_max * nKV * hd, 102, -9, 9));
-    std::vector<uint8_t> cmask(B * S_max, 1);  // 1 beyond S: must not be read
-    std::vector<float> q(B * nH * hd);
-    for (int64_t b = 0; b < B; ++b) {
-        for (int64_t t = 0; t < S; ++t) {
-            for (int64_t i = 0; i < nKV * hd; ++i) {
-                kc[(b * S_max + t) * nKV * hd + i] = static_cast<float>(pr.k[(b * S + t) * nKV * hd + i]);
-                vc[(b * S_max + t) * nKV * hd + i] = static_cast<float>(pr.v[(b * S + t) * nKV * hd + i]);
+    kt::for_each_simd_path([&] {
+        // The cache is wider than the filled part (S_max > S); the cache beyond S is garbage.
+        const int64_t B = 3, S = 11, S_max = 16, nH = 14, nKV = 2, hd = 64;
+        Problem pr({B, S, nH, nKV, hd}, {0, 4, 10}, 100);
+        std::vector<float> probs;
+        auto full = pr.forward<float>(&probs);
+        auto kc = kt::cast<float>(kt::random_vec(B * S_max * nKV * hd, 101, -9, 9));
+        auto vc = kt::cast<float>(kt::random_vec(B * S_max * nKV * hd, 102, -9, 9));
+        std::vector<uint8_t> cmask(B * S_max, 1);  // 1 beyond S: must not be read
+        std::vector<float> q(B * nH * hd);
+        for (int64_t b = 0; b < B; ++b) {
+            for (int64_t t = 0; t < S; ++t) {
+                for (int64_t i = 0; i < nKV * hd; ++i) {
+                    kc[(b * S_max + t) * nKV * hd + i] = static_cast<float>(pr.k[(b * S + t) * nKV * hd + i]);
+                    vc[(b * S_max + t) * nKV * hd + i] = static_cast<float>(pr.v[(b * S + t) * nKV * hd + i]);
+                }
+                cmask[b * S_max + t] = pr.mask[b * S + t];
             }
-            cmask[b * S_max + t] = pr.mask[b * S + t];
+            for (int64_t i = 0; i < nH * hd; ++i) q[b * nH * hd + i] = static_cast<float>(pr.q[(b * S + S - 1) * nH * hd + i]);
         }
-        for (int64_t i = 0; i < nH * hd; ++i) q[b * nH * hd + i] = static_cast<float>(pr.q[(b * S + S - 1) * nH * hd + i]);
-    }
-    std::vector<float> out(B * nH * hd, 5.f);
-    attention_decode(out.data(), q.data(), kc.data(), vc.data(), cmask.data(), B, S, S_max, nH, nKV, hd);
-    std::vector<float> last;
-    for (int64_t b = 0; b < B; ++b)
-        last.insert(last.end(), full.begin() + (b * S + S - 1) * nH * hd, full.begin() + (b * S + S) * nH * hd);
-    // Same sums; only the summation order may differ between the two paths.
-    kt::expect_close(out, last, 1e-6, 1e-5, "decode vs last forward row");
+        std::vector<float> out(B * nH * hd, 5.f);
+        attention_decode(out.data(), q.data(), kc.data(), vc.data(), cmask.data(), B, S, S_max, nH, nKV, hd);
+        std::vector<float> last;
+        for (int64_t b = 0; b < B; ++b)
+            last.insert(last.end(), full.begin() + (b * S + S - 1) * nH * hd, full.begin() + (b * S + S) * nH * hd);
+        // Same sums; only the summation order may differ between the two paths.
+        kt::expect_close(out, last, 1e-6, 1e-5, "decode vs last forward row");
 
-    // A padded new token (cache_mask at S−1 is 0) outputs zeros, like a padded forward row.
-    cmask[0 * S_max + S - 1] = 0;
-    attention_decode(out.data(), q.data(), kc.data(), vc.data(), cmask.data(), B, S, S_max, nH, nKV, hd);
-    for (int64_t i = 0; i < nH * hd; ++i) ASSERT_EQ(out[i], 0.f);
-    EXPECT_THROW(attention_decode(out.data(), q.data(), kc.data(), vc.data(), cmask.data(), B, S_max + 1, S_max, nH,
-                                  nKV, hd),
-                 Error);
+        // A padded new token (cache_mask at S−1 is 0) outputs zeros, like a padded forward row.
+        cmask[0 * S_max + S - 1] = 0;
+        attention_decode(out.data(), q.data(), kc.data(), vc.data(), cmask.data(), B, S, S_max, nH, nKV, hd);
+        for (int64_t i = 0; i < nH * hd; ++i) ASSERT_EQ(out[i], 0.f);
+        EXPECT_THROW(attention_decode(out.data(), q.data(), kc.data(), vc.data(), cmask.data(), B, S_max + 1, S_max, nH,
+                                      nKV, hd),
+                     Error);
+    });
 }
 
 TEST(Attention, RejectsBadShapes) {

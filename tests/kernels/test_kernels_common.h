@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/simd.h"
 #include "util/rng.h"
 
 namespace kt {
@@ -76,6 +77,24 @@ void expect_close(const std::vector<A>& got, const std::vector<B>& want, double 
         ADD_FAILURE() << what << ": " << bad << " of " << got.size() << " elements differ beyond atol=" << atol
                       << " rtol=" << rtol << "; worst at [" << worst << "]: got " << static_cast<double>(got[worst])
                       << ", expected " << static_cast<double>(want[worst]);
+}
+
+// Runs `body` once per float code path this CPU has: AVX-512 (where present),
+// then AVX2; failures carry the path's name.
+inline void for_each_simd_path(const std::function<void()>& body) {
+    bool& use = ppolab::simd::simd_use_avx512();
+    const bool saved = use;
+    if (ppolab::simd::simd_cpu_has_avx512()) {
+        use = true;
+        SCOPED_TRACE("simd path: avx512");
+        body();
+    }
+    use = false;
+    {
+        SCOPED_TRACE("simd path: avx2");
+        body();
+    }
+    use = saved;
 }
 
 inline double max_abs(const std::vector<double>& v) {

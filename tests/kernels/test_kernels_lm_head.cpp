@@ -37,69 +37,75 @@ std::vector<int32_t> random_targets(int64_t N, int64_t V, uint64_t seed) {
 }  // namespace
 
 TEST(LmHead, ForwardMatchesClosedFormAcrossChunks) {
-    // 64-row chunks: 64 + 64 + 2, and a single short chunk.
-    for (int64_t N : {130, 3}) {
-        const int64_t H = 40, V = 777;
-        auto h = kt::cast<float>(kt::random_vec(N * H, 1, -2, 2));
-        auto W = kt::cast<float>(kt::random_vec(V * H, 2, -1, 1));
-        auto t = random_targets(N, V, 3);
-        std::vector<float> logp(N);
-        lm_logprobs_forward(logp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
-        // Float logits (40 products of size ≤ 2): ~1e-6 absolute; logsumexp over 777: 1e-5.
-        kt::expect_close(logp, logprobs_double(h, W, t, N, H, V), 2e-5, 1e-5, "logp N=" + std::to_string(N));
-    }
+    kt::for_each_simd_path([&] {
+        // 64-row chunks: 64 + 64 + 2, and a single short chunk.
+        for (int64_t N : {130, 3}) {
+            const int64_t H = 40, V = 777;
+            auto h = kt::cast<float>(kt::random_vec(N * H, 1, -2, 2));
+            auto W = kt::cast<float>(kt::random_vec(V * H, 2, -1, 1));
+            auto t = random_targets(N, V, 3);
+            std::vector<float> logp(N);
+            lm_logprobs_forward(logp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
+            // Float logits (40 products of size ≤ 2): ~1e-6 absolute; logsumexp over 777: 1e-5.
+            kt::expect_close(logp, logprobs_double(h, W, t, N, H, V), 2e-5, 1e-5, "logp N=" + std::to_string(N));
+        }
+    });
 }
 
 TEST(LmHead, GradientsMatchFiniteDifferencesOfTheFloatCode) {
-    // The kernel exists in float only, so the differences are taken of the float
-    // forward with a large step: h = 1e-2 gives truncation h²/6·|f'''| ≲ 2e-5 and
-    // rounding ≈ 1e-7·|L|/h ≈ 1e-4 (|L| ≲ 10); 5e-4 absolute sits above both and
-    // well below the gradients' size (~0.1–1).
-    const int64_t N = 5, H = 8, V = 20;
-    auto hd = kt::random_vec(N * H, 4, -1, 1), Wd = kt::random_vec(V * H, 5, -1, 1);
-    auto t = random_targets(N, V, 6);
-    auto dlogp = kt::cast<float>(kt::random_vec(N, 7));
-    dlogp[2] = 0.f;  // a row without a loss
-    auto loss = [&] {
+    kt::for_each_simd_path([&] {
+        // The kernel exists in float only, so the differences are taken of the float
+        // forward with a large step: h = 1e-2 gives truncation h²/6·|f'''| ≲ 2e-5 and
+        // rounding ≈ 1e-7·|L|/h ≈ 1e-4 (|L| ≲ 10); 5e-4 absolute sits above both and
+        // well below the gradients' size (~0.1–1).
+        const int64_t N = 5, H = 8, V = 20;
+        auto hd = kt::random_vec(N * H, 4, -1, 1), Wd = kt::random_vec(V * H, 5, -1, 1);
+        auto t = random_targets(N, V, 6);
+        auto dlogp = kt::cast<float>(kt::random_vec(N, 7));
+        dlogp[2] = 0.f;  // a row without a loss
+        auto loss = [&] {
+            auto h = kt::cast<float>(hd), W = kt::cast<float>(Wd);
+            std::vector<float> logp(N);
+            lm_logprobs_forward(logp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
+            double L = 0;
+            for (int64_t n = 0; n < N; ++n) L += static_cast<double>(dlogp[n]) * logp[n];
+            return L;
+        };
         auto h = kt::cast<float>(hd), W = kt::cast<float>(Wd);
-        std::vector<float> logp(N);
-        lm_logprobs_forward(logp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
-        double L = 0;
-        for (int64_t n = 0; n < N; ++n) L += static_cast<double>(dlogp[n]) * logp[n];
-        return L;
-    };
-    auto h = kt::cast<float>(hd), W = kt::cast<float>(Wd);
-    std::vector<float> dh(N * H, 4.f), dW(V * H, 0.f);
-    lm_logprobs_backward(dh.data(), dW.data(), dlogp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
-    kt::expect_close(dh, kt::numeric_grad(hd, loss, 1e-2), 5e-4, 1e-3, "dh");
-    kt::expect_close(dW, kt::numeric_grad(Wd, loss, 1e-2), 5e-4, 1e-3, "dW");
-    for (int64_t k = 0; k < H; ++k) EXPECT_EQ(dh[2 * H + k], 0.f) << "row with dlogp = 0";
+        std::vector<float> dh(N * H, 4.f), dW(V * H, 0.f);
+        lm_logprobs_backward(dh.data(), dW.data(), dlogp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
+        kt::expect_close(dh, kt::numeric_grad(hd, loss, 1e-2), 5e-4, 1e-3, "dh");
+        kt::expect_close(dW, kt::numeric_grad(Wd, loss, 1e-2), 5e-4, 1e-3, "dW");
+        for (int64_t k = 0; k < H; ++k) EXPECT_EQ(dh[2 * H + k], 0.f) << "row with dlogp = 0";
 
-    // dW accumulates; dh is overwritten; no dW requested leaves dh unchanged.
-    std::vector<float> dh2(N * H, -7.f), dW2(V * H, 1.f);
-    lm_logprobs_backward(dh2.data(), dW2.data(), dlogp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
-    for (auto& x : dW2) x -= 1.f;
-    kt::expect_close(dh2, dh, 0, 0, "dh overwritten");
-    // Adding onto 1 and subtracting it again costs up to one ulp of 1 (1.2e-7) per element.
-    kt::expect_close(dW2, dW, 2.5e-7, 0, "dW accumulated");
-    lm_logprobs_backward(dh2.data(), nullptr, dlogp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
-    kt::expect_close(dh2, dh, 0, 0, "dh without dW");
+        // dW accumulates; dh is overwritten; no dW requested leaves dh unchanged.
+        std::vector<float> dh2(N * H, -7.f), dW2(V * H, 1.f);
+        lm_logprobs_backward(dh2.data(), dW2.data(), dlogp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
+        for (auto& x : dW2) x -= 1.f;
+        kt::expect_close(dh2, dh, 0, 0, "dh overwritten");
+        // Adding onto 1 and subtracting it again costs up to one ulp of 1 (1.2e-7) per element.
+        kt::expect_close(dW2, dW, 2.5e-7, 0, "dW accumulated");
+        lm_logprobs_backward(dh2.data(), nullptr, dlogp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
+        kt::expect_close(dh2, dh, 0, 0, "dh without dW");
+    });
 }
 
 TEST(LmHead, Bf16WeightSeesTheInputRoundedToBf16) {
-    const int64_t N = 70, H = 32, V = 300;
-    auto h = kt::cast<float>(kt::random_vec(N * H, 8, -2, 2));
-    auto Wf = kt::cast<float>(kt::random_vec(V * H, 9, -1, 1));
-    auto t = random_targets(N, V, 10);
-    std::vector<bf16> Wb(Wf.size());
-    for (size_t i = 0; i < Wf.size(); ++i) Wb[i] = float_to_bf16(Wf[i]), Wf[i] = bf16_to_float(Wb[i]);
-    std::vector<float> hr(h.size());
-    for (size_t i = 0; i < h.size(); ++i) hr[i] = round_to_bf16(h[i]);
-    std::vector<float> logp(N);
-    lm_logprobs_forward(logp.data(), h.data(), t.data(), {WeightType::bf16, Wb.data(), V, H}, N);
-    // Products of two BF16 values are exact in float; only the float accumulation order
-    // differs between backends: 1e-5.
-    kt::expect_close(logp, logprobs_double(hr, Wf, t, N, H, V), 1e-5, 1e-5, "logp (bf16) vs rounded input");
+    kt::for_each_simd_path([&] {
+        const int64_t N = 70, H = 32, V = 300;
+        auto h = kt::cast<float>(kt::random_vec(N * H, 8, -2, 2));
+        auto Wf = kt::cast<float>(kt::random_vec(V * H, 9, -1, 1));
+        auto t = random_targets(N, V, 10);
+        std::vector<bf16> Wb(Wf.size());
+        for (size_t i = 0; i < Wf.size(); ++i) Wb[i] = float_to_bf16(Wf[i]), Wf[i] = bf16_to_float(Wb[i]);
+        std::vector<float> hr(h.size());
+        for (size_t i = 0; i < h.size(); ++i) hr[i] = round_to_bf16(h[i]);
+        std::vector<float> logp(N);
+        lm_logprobs_forward(logp.data(), h.data(), t.data(), {WeightType::bf16, Wb.data(), V, H}, N);
+        // Products of two BF16 values are exact in float; only the float accumulation order
+        // differs between backends: 1e-5.
+        kt::expect_close(logp, logprobs_double(hr, Wf, t, N, H, V), 1e-5, 1e-5, "logp (bf16) vs rounded input");
+    });
 }
 
 TEST(LmHead, RejectsBadTargetsAndBf16WeightGradient) {

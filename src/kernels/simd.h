@@ -1,0 +1,105 @@
+// simd.h — the few vector operations the layer kernels are written in
+// (GCC vector extensions). A kernel body is an always_inline template over the
+// vector type, instantiated once in a plain function (vf8: AVX2, the build's
+// baseline) and once in a PPOLAB_SIMD_AVX512 function (vf16, chosen at run time
+// with simd_has_avx512()); each copy is compiled for its own instruction set.
+// Keep OpenMP regions in those non-template functions: the outlined body of a
+// region inherits the target of the function it is written in.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+// Every helper taking or returning a vector is always inlined: no ABI is involved.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#define PPOLAB_SIMD_INLINE inline __attribute__((always_inline))
+#define PPOLAB_SIMD_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+namespace ppolab::simd {
+
+typedef float vf8 __attribute__((vector_size(32)));
+typedef int32_t vi8 __attribute__((vector_size(32)));
+typedef float vf16 __attribute__((vector_size(64)));
+typedef int32_t vi16 __attribute__((vector_size(64)));
+
+template <class V>
+PPOLAB_SIMD_INLINE V vload(const float* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+template <class V>
+PPOLAB_SIMD_INLINE void vstore(float* p, V v) {
+    std::memcpy(p, &v, sizeof v);
+}
+// Broadcasts. GCC 12 builds {x, x, …} AVX-512 vectors one masked lane at a
+// time inside loops, so the instruction is spelt out (asm, no memory clobber).
+template <class V>
+PPOLAB_SIMD_INLINE V vset(float x) {
+    V v;
+    asm("vbroadcastss %1, %0" : "=v"(v) : "v"(x));
+    return v;
+}
+template <class V>
+PPOLAB_SIMD_INLINE V vbcast(const float* p) {
+    V v;
+    asm("vbroadcastss %1, %0" : "=v"(v) : "m"(*p));
+    return v;
+}
+template <class V>
+PPOLAB_SIMD_INLINE float vhsum(V v) {
+    float s = 0;
+    for (size_t i = 0; i < sizeof(V) / 4; ++i) s += v[i];
+    return s;
+}
+template <class V>
+PPOLAB_SIMD_INLINE float vhmax(V v) {
+    float m = v[0];
+    for (size_t i = 1; i < sizeof(V) / 4; ++i) m = std::max(m, v[i]);
+    return m;
+}
+
+// e^x: 2^n · e^r with n = round(x·log2 e), r = x − n·ln 2 (two-part ln 2) and
+// the Cephes expf polynomial on |r| ≤ ln2/2 (relative error < 2e-7). x below
+// −87.34 (e^x under FLT_MIN, and −∞) gives exactly 0.
+template <class V>
+PPOLAB_SIMD_INLINE V vexp(V x) {
+    using VI = decltype(x < x);
+    const VI tiny = x < -87.33654f;
+    x = tiny ? V{} - 87.33654f : x;  // (constants) keeps −∞ out of the arithmetic below
+    x = x > 88.37626f ? V{} + 88.37626f : x;
+    const V t = x * 1.44269504088896341f + 12582912.f;  // round to nearest via 1.5·2^23
+    const V n = t - 12582912.f;
+    V r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    V y = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * r * r + r + 1.f;
+    const VI e = ((VI)t - 0x4B400000 + 127) << 23;
+    const V p = y * (V)e;
+    return tiny ? V{} : p;  // exactly 0
+}
+
+// True when the CPU runs AVX-512 F/BW/VL/DQ (checked once, cpuid).
+inline bool simd_cpu_has_avx512() {
+    static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    return yes;
+}
+// Whether the kernels take their AVX-512 path. Tests set it to false to run
+// the AVX2 path on any machine (not while kernels run on other threads).
+inline bool& simd_use_avx512() {
+    static bool on = simd_cpu_has_avx512();
+    return on;
+}
+inline bool simd_has_avx512() { return simd_use_avx512(); }
+
+}  // namespace ppolab::simd
+
+#pragma GCC diagnostic pop
