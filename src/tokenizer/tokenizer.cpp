@@ -15,7 +15,7 @@ namespace ppolab {
 namespace {
 
 // Ids beyond this are refused: they would only allocate tables for nothing.
-constexpr int64_t kMaxTokenId = 16'000'000;
+constexpr int64_t kMaxTokenId = 1 << 22;
 
 std::string type_of(const json& obj, std::string_view field, std::string_view where) {
     if (!obj.is_object()) fail(where, ": field '", field, "' must be an object, got ", obj.type_name());
