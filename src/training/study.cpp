@@ -67,12 +67,12 @@ Study Study::open(const json& config, const fs::path& run_root, const std::optio
     s.base = load_checkpoint(s.model_dir, WeightType::bf16);
     if (config_bool(config, "model.pin_architecture"))
         check_seed_architecture(s.base.config, s.model_dir.string() + "/config.json");
-    s.tokenizer = Tokenizer::from_file(s.model_dir);
-    if (s.tokenizer.vocab_size() > s.base.config.vocab_size)
-        fail(s.model_dir.string(), ": tokenizer has ", s.tokenizer.vocab_size(), " ids but the model only ",
+    s.tokenizer_.emplace(Tokenizer::from_file(s.model_dir));
+    if (s.tokenizer().vocab_size() > s.base.config.vocab_size)
+        fail(s.model_dir.string(), ": tokenizer has ", s.tokenizer().vocab_size(), " ids but the model only ",
              s.base.config.vocab_size, " embeddings");
-    s.eos_id = special_id(s.tokenizer, config, "eos", s.model_dir);
-    s.pad_id = special_id(s.tokenizer, config, "pad", s.model_dir);
+    s.eos_id = special_id(s.tokenizer(), config, "eos", s.model_dir);
+    s.pad_id = special_id(s.tokenizer(), config, "pad", s.model_dir);
     s.limits.max_prompt = config_int(config, "limits.max_prompt");
     s.limits.max_response = config_int(config, "limits.max_response");
     s.limits.max_context = config_int(config, "limits.max_context");
@@ -85,11 +85,11 @@ Study Study::open(const json& config, const fs::path& run_root, const std::optio
 
 std::vector<int32_t> Study::encode_prompt(const std::string& user_text) const {
     const std::string text = render_chat({{"user", user_text}}, /*add_generation_prompt=*/true, system_prompt);
-    return tokenizer.encode(text);
+    return tokenizer().encode(text);
 }
 
 std::vector<int32_t> Study::encode_response(const std::string& text) const {
-    std::vector<int32_t> ids = tokenizer.encode(text);
+    std::vector<int32_t> ids = tokenizer().encode(text);
     ids.push_back(eos_id);
     return ids;
 }
@@ -103,7 +103,7 @@ ScoringBatch Study::batch(const std::vector<ScoringRow>& rows) const { return sc
 json Study::identity() const {
     return json{{"config", config_identity(config)},
                 {"model_sha256", model_sha256},
-                {"tokenizer_sha256", tokenizer.sha256()},
+                {"tokenizer_sha256", tokenizer().sha256()},
                 {"base_frozen_identity", base_identity},
                 {"code_sha256", code_sha256}};
 }

@@ -30,7 +30,6 @@ struct Study {
     RunLayout run;
     fs::path model_dir;           // the base checkpoint folder
     Qwen2Weights base;            // frozen BF16 base (shared read-only by every role)
-    Tokenizer tokenizer;
     int32_t eos_id = -1;          // only this id ends a response
     int32_t pad_id = -1;
     ScoringLimits limits;
@@ -46,6 +45,7 @@ struct Study {
                       const std::string& stage, StageScope scope);
 
     const GuardedReader& reader() const { return *reader_; }
+    const Tokenizer& tokenizer() const { return *tokenizer_; }
 
     // The rendered prompt's ids: system line, the user's text, then
     // "<|im_start|>assistant\n".
@@ -61,6 +61,7 @@ struct Study {
 
 private:
     std::optional<GuardedReader> reader_;
+    std::optional<Tokenizer> tokenizer_;
 };
 
 // The frozen identity of a model's base tensors (names of the Hugging Face
