@@ -429,6 +429,86 @@ PPOLAB_SIMD_INLINE void attn_backward_group(float* dq, float* dk, float* dv, con
     }
 }
 
+// Decode, per (batch row, KV head): the group's G ≤ 8 query heads are the 8
+// lanes of the score vectors, so q·k needs no horizontal sums and the softmax
+// over cached positions is lane-wise: Sc[j] = Σ_d Qᵀ[d] · k_j[d] (4 positions
+// at a time), then P (heads × positions) · V in blocks of R heads.
+template <class V, int NW>
+PPOLAB_SIMD_INLINE void attn_decode_group(float* out, const float* q, const float* kcache, const float* vcache,
+                                          const uint8_t* cache_mask, int64_t b, int64_t kvh, int64_t S,
+                                          int64_t S_max, int64_t nH, int64_t nKV, int64_t hd) {
+    constexpr int64_t L = sizeof(V) / 4;
+    const int64_t G = nH / nKV, Sp = attn_padded(S, L), kvstride = nKV * hd;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+    const uint8_t* mb = cache_mask + b * S_max;  // (S_max)
+    if (!mb[S - 1]) {                            // the new token is padding: zeros, as attention_forward
+        for (int64_t g = 0; g < G; ++g) std::fill_n(out + (b * nH + kvh * G + g) * hd, hd, 0.f);
+        return;
+    }
+    float* qt = attn_scratch(static_cast<size_t>(8 * hd + 8 * S + 8 * Sp + hd));  // (hd, 8) Qᵀ
+    float* sc = qt + 8 * hd;                                                    // (S, 8) scores → weights
+    float* P = sc + 8 * S;                                                      // (8, Sp) weights per head
+    float* sink = P + 8 * Sp;                                                   // (hd)
+    for (int64_t d = 0; d < hd; ++d)
+        for (int64_t g = 0; g < 8; ++g) qt[d * 8 + g] = g < G ? q[(b * nH + kvh * G + g) * hd + d] : 0.f;
+    const float* kb = kcache + (b * S_max * nKV + kvh) * hd;  // row j at kb + j·kvstride
+    const float* vb = vcache + (b * S_max * nKV + kvh) * hd;
+    int64_t first = 0;
+    while (!mb[first]) ++first;  // stops at S − 1 at the latest
+    const vf8 minus_inf = vset<vf8>(-std::numeric_limits<float>::infinity());
+    int64_t j = first;
+    for (; j + 4 <= S; j += 4) {
+        vf8 acc[4] = {};
+        for (int64_t d = 0; d < hd; ++d) {
+            const vf8 qv = vload<vf8>(qt + d * 8);
+            for (int jj = 0; jj < 4; ++jj) acc[jj] += qv * vbcast<vf8>(kb + (j + jj) * kvstride + d);
+        }
+        for (int jj = 0; jj < 4; ++jj) vstore(sc + (j + jj) * 8, mb[j + jj] ? acc[jj] * scale : minus_inf);
+    }
+    for (; j < S; ++j) {
+        vf8 acc = {};
+        for (int64_t d = 0; d < hd; ++d) acc += vload<vf8>(qt + d * 8) * vbcast<vf8>(kb + j * kvstride + d);
+        vstore(sc + j * 8, mb[j] ? acc * scale : minus_inf);
+    }
+    vf8 mx = vload<vf8>(sc + (S - 1) * 8);  // a real position
+    for (j = first; j < S; ++j) {
+        const vf8 x = vload<vf8>(sc + j * 8);
+        mx = x > mx ? x : mx;
+    }
+    vf8 sum = {};
+    for (j = first; j < S; ++j) {
+        const vf8 e = vexp<vf8>(vload<vf8>(sc + j * 8) - mx);
+        vstore(sc + j * 8, e);
+        sum += e;
+    }
+    const vf8 inv = 1.f / sum;
+    for (int64_t g = 0; g < 8; ++g)
+        for (j = first; j < S; ++j) P[g * Sp + j] = sc[j * 8 + g] * inv[g];
+    for (int64_t g0 = 0; g0 < G; g0 += kRows) {
+        float* y[kRows];
+        for (int r = 0; r < kRows; ++r) y[r] = g0 + r < G ? out + (b * nH + kvh * G + g0 + r) * hd : sink;
+        attn_weights_times_rows<V, NW>(y, P + g0 * Sp, Sp, vb, kvstride, hd, first, S - 1);
+    }
+}
+
+void attention_decode_avx2(float* out, const float* q, const float* kcache, const float* vcache,
+                           const uint8_t* cache_mask, int64_t B, int64_t S, int64_t S_max, int64_t nH, int64_t nKV,
+                           int64_t hd) {
+#pragma omp parallel for collapse(2) schedule(static) if (B * nH * S * hd > 32768)
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t kvh = 0; kvh < nKV; ++kvh)
+            attn_decode_group<vf8, 2>(out, q, kcache, vcache, cache_mask, b, kvh, S, S_max, nH, nKV, hd);
+}
+
+PPOLAB_SIMD_AVX512 void attention_decode_avx512(float* out, const float* q, const float* kcache,
+                                                const float* vcache, const uint8_t* cache_mask, int64_t B, int64_t S,
+                                                int64_t S_max, int64_t nH, int64_t nKV, int64_t hd) {
+#pragma omp parallel for collapse(2) schedule(static) if (B * nH * S * hd > 32768)
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t kvh = 0; kvh < nKV; ++kvh)
+            attn_decode_group<vf16, 4>(out, q, kcache, vcache, cache_mask, b, kvh, S, S_max, nH, nKV, hd);
+}
+
 // Drivers: the OpenMP region sits in a function of each instruction set so
 // that its outlined body is compiled for it too.
 void attention_forward_avx2(float* out, float* probs, const float* q, const float* k, const float* v,
@@ -493,6 +573,11 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
     // out (B, nH, hd); q (B, nH, hd); kcache, vcache (B, S_max, nKV, hd); cache_mask (B, S_max)
     attention_check({B, S, nH, nKV, hd});
     if (S < 1 || S > S_max) fail("attention_decode: filled length S=", S, " must be in [1, S_max=", S_max, "]");
+    if (nH / nKV <= 8) {
+        if (hd % 16 == 0 && simd_has_avx512())
+            return attention_decode_avx512(out, q, kcache, vcache, cache_mask, B, S, S_max, nH, nKV, hd);
+        if (hd % 8 == 0) return attention_decode_avx2(out, q, kcache, vcache, cache_mask, B, S, S_max, nH, nKV, hd);
+    }
     const int64_t group = nH / nKV;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
 #pragma omp parallel if (B * nH * S * hd > 32768)

@@ -190,11 +190,25 @@ TEST_P(AttentionFloat, MatchesDouble) {
     });
 }
 
-TEST(Attention, DecodeEqualsLastRowOfForward) {
+struct DecodeCase {
+    int64_t S, S_max, nH, nKV, hd;
+};
+
+class AttentionDecode : public ::testing::TestWithParam<DecodeCase> {};
+
+// 7 query heads per KV head (Qwen2.5) on AVX-512/AVX2, hd = 24 (AVX2 only), a
+// cache shorter than one block of 4 positions, and 9 heads per KV head (more
+// than the 8 lanes of the fast path: generic loops).
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionDecode,
+                         ::testing::Values(DecodeCase{11, 16, 14, 2, 64}, DecodeCase{10, 13, 4, 2, 24},
+                                           DecodeCase{3, 3, 2, 1, 16}, DecodeCase{7, 9, 18, 2, 16}));
+
+TEST_P(AttentionDecode, EqualsLastRowOfForward) {
     kt::for_each_simd_path([&] {
         // The cache is wider than the filled part (S_max > S); the cache beyond S is garbage.
-        const int64_t B = 3, S = 11, S_max = 16, nH = 14, nKV = 2, hd = 64;
-        Problem pr({B, S, nH, nKV, hd}, {0, 4, 10}, 100);
+        const auto [S, S_max, nH, nKV, hd] = GetParam();
+        const int64_t B = 3;
+        Problem pr({B, S, nH, nKV, hd}, {0, S / 2, S - 1}, 100);  // row 2: only the new token is real
         std::vector<float> probs;
         auto full = pr.forward<float>(&probs);
         auto kc = kt::cast<float>(kt::random_vec(B * S_max * nKV * hd, 101, -9, 9));
