@@ -28,8 +28,9 @@ using namespace simd;
 
 constexpr int64_t kLmChunk = 64;  // rows of logits materialised at once
 
-// The calling thread's logits buffer, at least n floats.
-float* lm_scratch(std::vector<float>& buf, size_t n) {
+// The calling thread's logits buffer (shared by forward and backward), at least n floats.
+float* lm_scratch(size_t n) {
+    thread_local std::vector<float> buf;
     if (buf.size() < n) buf.resize(n);
     return buf.data();
 }
@@ -96,8 +97,7 @@ void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, We
     // logp (N); h (N, H); targets (N); W (V, H)
     lm_check(targets, W, N);
     const int64_t V = W.rows;
-    thread_local std::vector<float> buffer;
-    float* logits = lm_scratch(buffer, static_cast<size_t>(std::min(N, kLmChunk) * V));  // (chunk, V)
+    float* logits = lm_scratch(static_cast<size_t>(std::min(N, kLmChunk) * V));  // (chunk, V)
     for (int64_t n0 = 0; n0 < N; n0 += kLmChunk) {
         const int64_t rows = std::min(kLmChunk, N - n0);
         linear_forward(logits, h + n0 * W.cols, W, rows);
@@ -123,11 +123,10 @@ void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float*
             std::memset(dh + n * H, 0, sizeof(float) * H);
     }
     const int64_t L = static_cast<int64_t>(live.size());
-    thread_local std::vector<float> buffer;
     const int64_t chunk = std::min(L, kLmChunk);
-    float* logits = lm_scratch(buffer, static_cast<size_t>(chunk * V + 2 * chunk * H));  // (chunk, V)
-    float* hc = logits + chunk * V;                                                       // (chunk, H)
-    float* dhc = hc + chunk * H;                                                          // (chunk, H)
+    float* logits = lm_scratch(static_cast<size_t>(chunk * V + 2 * chunk * H));  // (chunk, V)
+    float* hc = logits + chunk * V;                                               // (chunk, H)
+    float* dhc = hc + chunk * H;                                                  // (chunk, H)
     for (int64_t i0 = 0; i0 < L; i0 += kLmChunk) {
         const int64_t rows = std::min(kLmChunk, L - i0);
         for (int64_t r = 0; r < rows; ++r) std::memcpy(hc + r * H, h + live[i0 + r] * H, sizeof(float) * H);

@@ -160,14 +160,15 @@ class AttentionFloat : public ::testing::TestWithParam<AttentionShape> {};
 // hd = 64 takes the AVX-512 path where the CPU has it, hd = 24 the AVX2 path,
 // hd = 6 the generic loops; T is not a multiple of any block size.
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionFloat,
-                         ::testing::Values(AttentionShape{3, 40, 14, 2, 64}, AttentionShape{3, 37, 4, 2, 24},
-                                           AttentionShape{3, 11, 4, 4, 6}));
+                         ::testing::Values(AttentionShape{4, 40, 14, 2, 64}, AttentionShape{4, 37, 4, 2, 24},
+                                           AttentionShape{4, 11, 4, 4, 6}));
 
 TEST_P(AttentionFloat, MatchesDouble) {
     kt::for_each_simd_path([&] {
-        // Threaded path, GQA, several padding lengths (the last row is padding but for its last token).
+        // Threaded path, GQA, several padding lengths: row 2 is padding but for its last
+        // token, row 3 is nothing but padding.
         const AttentionShape shape = GetParam();
-        Problem pr(shape, {0, 7, shape.T - 1}, 90);
+        Problem pr(shape, {0, 7, shape.T - 1, shape.T}, 90);
         auto g = kt::random_vec(pr.out_size(), 91);
         std::vector<double> pd;
         std::vector<float> pf;
