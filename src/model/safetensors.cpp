@@ -240,6 +240,7 @@ static void check_float_dtype(const SafetensorsTensor& t, std::string_view where
 void tensor_to_f32(const SafetensorsTensor& t, std::string_view where, float* out) {
     check_float_dtype(t, where);
     const size_t n = static_cast<size_t>(t.numel());
+    if (n == 0) return;  // empty tensor: out may be null
     if (t.dtype == "F32") {
         std::memcpy(out, t.data, n * 4);
     } else if (t.dtype == "BF16") {
@@ -267,6 +268,7 @@ std::vector<float> tensor_to_f32(const SafetensorsTensor& t, std::string_view wh
 void tensor_to_bf16(const SafetensorsTensor& t, std::string_view where, bf16* out) {
     check_float_dtype(t, where);
     const size_t n = static_cast<size_t>(t.numel());
+    if (n == 0) return;  // empty tensor: out may be null
     if (t.dtype == "BF16") {
         std::memcpy(out, t.data, n * 2);
     } else if (t.dtype == "F32") {

@@ -9,8 +9,9 @@ json parse_json(std::string_view text, std::string_view where) {
     if (value.is_discarded()) {
         // Parse again with exceptions to get the byte position in the message.
         try {
-            (void)json::parse(text.begin(), text.end());
-        } catch (const json::parse_error& e) {
+            json again = json::parse(text.begin(), text.end());
+            (void)again;
+        } catch (const json::exception& e) {  // parse_error, or out_of_range for a number overflow
             fail(where, ": not valid JSON (", e.what(), ")");
         }
         fail(where, ": not valid JSON");

@@ -241,6 +241,9 @@ TEST(Config, ValidationNamesFileAndField) {
     err([](json& j) { j["num_hidden_layers"] = 100000; }, "'num_hidden_layers' must be in [1, 1024], got 100000");
     EXPECT_NE(error_of([] { Qwen2Config::from_json(json::array(), "c.json"); }).find("c.json: expected a JSON object"),
               std::string::npos);
+    // Fuzz finding: a number too large for a double is an Error naming the file.
+    EXPECT_NE(error_of([] { parse_json(R"({"rms_norm_eps": 5e1111111111111111})", "c.json"); }).find("c.json: not valid JSON"),
+              std::string::npos);
     // Defaults as Hugging Face's Qwen2Config: KV heads = heads, untied; eos may be a list.
     json minimal = {{"model_type", "qwen2"}, {"vocab_size", 10}, {"hidden_size", 8}, {"intermediate_size", 16},
                     {"num_hidden_layers", 1}, {"num_attention_heads", 2}, {"eos_token_id", {7, 3}}};

@@ -391,5 +391,6 @@ save_file({"x": x.reshape(67, 15), "x_bf16": x.to(torch.bfloat16), "h": h, "h_as
     EXPECT_EQ(tensor_to_f32(*f.find("h"), "ref"), tensor_to_f32(*f.find("h_as_f32"), "ref"));
     EXPECT_EQ(f.find("empty")->numel(), 0);
     EXPECT_EQ(f.find("empty")->size, 0u);
+    EXPECT_TRUE(tensor_to_f32(*f.find("empty"), "ref").empty());  // fuzz finding: no memcpy to a null pointer
     fs::remove_all(dir);
 }
