@@ -317,8 +317,6 @@ ordered_json corpus_audit(const Corpus& corpus) {
     expect("train families", int64_t(families["train"].size()), n_train);
     expect("validation families", int64_t(families["validation"].size()), n_val);
     expect("test families", int64_t(families["test"].size()), n_test);
-    expect("number of splits", int64_t(families.size()) - (n_val == 0) - (n_test == 0) + (n_val == 0) + (n_test == 0),
-           int64_t(families.size()));
     for (const auto& [split, fams] : families)
         if (split != "train" && split != "validation" && split != "test")
             fail("corpus audit: unknown split '", split, "'");

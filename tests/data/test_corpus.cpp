@@ -422,3 +422,30 @@ TEST(Corpus, JsonlParsersNameFileLineAndField) {
     EXPECT_THROW(manifest_parse("", "m.json"), Error);
     EXPECT_THROW(manifest_parse("[]", "m.json"), Error);
 }
+
+TEST(Corpus, EveryNumberIsAConfigValue) {
+    CorpusConfig c;
+    c.families_per_action = 5;
+    c.train_per_action = 3;
+    c.validation_per_action = 1;
+    c.rollouts_per_family = 2;
+    c.probe_contexts = 3;
+    c.dataset = "OfficeHelpPrefs-small";
+    Corpus small = corpus_generate(c);
+    ordered_json a = corpus_audit(small);
+    EXPECT_EQ(a["families"], 30);
+    EXPECT_EQ(a["pairs_by_split"]["train"], 18 * 5);
+    EXPECT_EQ(a["pairs_by_split"]["validation"], 6 * 5);
+    EXPECT_EQ(a["pairs_by_split"]["test"], 6 * 5);
+    EXPECT_EQ(a["rollout_prompts"], 36);
+    EXPECT_EQ(a["probe_rows"], 12);
+    EXPECT_EQ(a["dataset"], "OfficeHelpPrefs-small");
+    fs::path dir = temp_root() / "small";
+    corpus_write(small, dir);
+    Manifest m = verify_corpus(all_reader(dir), dir);
+    EXPECT_EQ(m.config.families_per_action, 5);
+    EXPECT_EQ(m.config.dataset, "OfficeHelpPrefs-small");
+    c.train_per_action = 6;  // more than the families of an action
+    json bad = json::parse(corpus_config_to_json(c).dump());
+    EXPECT_THROW(corpus_config_from_json(bad, "config"), Error);
+}
