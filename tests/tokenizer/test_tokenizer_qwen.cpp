@@ -8,6 +8,7 @@
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "util/rng.h"
 #include "util/sha256.h"
 
 using namespace ppolab;
@@ -138,4 +139,34 @@ TEST(QwenChat, RenderingEqualsJinjaTemplate) {
     }
     // The template's source names the default system prompt we use.
     EXPECT_NE(read_file(qwen_dir() / "chat_template.jinja").find(std::string(kQwenDefaultSystem)), std::string::npos);
+}
+
+TEST(QwenTokenizer, RoundTripOnRandomCodePointsAndThroughput) {
+    const Tokenizer& t = qwen();
+    // Random strings over blocks that exercise NFC (combining marks, Hangul
+    // jamo), whitespace kinds, digits, punctuation, CJK, emoji and specials.
+    const std::vector<std::pair<char32_t, char32_t>> blocks{
+        {0x20, 0x7E}, {0x09, 0x0D}, {0xA0, 0x17F}, {0x300, 0x36F}, {0x391, 0x3C9}, {0x410, 0x44F},
+        {0x1100, 0x1112}, {0x1161, 0x1175}, {0x2000, 0x202F}, {0x3000, 0x3020}, {0x4E00, 0x4E80},
+        {0xAC00, 0xAC40}, {0x1F600, 0x1F64F}, {0xFF01, 0xFF5E}};
+    Philox rng(7, 0);
+    size_t bytes = 0;
+    double seconds = 0;
+    for (int n = 0; n < 2000; ++n) {
+        std::string s;
+        for (uint64_t k = 0, len = 1 + rng.below(24); k < len; ++k) {
+            if (rng.below(20) == 0) {
+                s += "<|im_end|>";
+                continue;
+            }
+            auto [lo, hi] = blocks[rng.below(blocks.size())];
+            utf8_append(s, lo + static_cast<char32_t>(rng.below(hi - lo + 1)));
+        }
+        auto t0 = std::chrono::steady_clock::now();
+        std::vector<int32_t> ids = t.encode(s);
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        bytes += s.size();
+        ASSERT_EQ(t.decode(ids), nfc_normalize(s)) << json(s).dump();
+    }
+    std::printf("[ measure  ] encode: %.2f MB/s on random mixed-script text\n", static_cast<double>(bytes) / 1e6 / seconds);
 }
