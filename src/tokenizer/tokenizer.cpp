@@ -166,6 +166,7 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, std::string_view wher
 
     const json& added = root.value("added_tokens", json::array());
     if (!added.is_array()) fail(where, ": field 'added_tokens' must be an array, got ", added.type_name());
+    int64_t max_added = -1;
     for (size_t i = 0; i < added.size(); ++i) {
         std::string field = "added_tokens[" + std::to_string(i) + "]";
         const json& a = added[i];
@@ -177,6 +178,17 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, std::string_view wher
         tok.content = json_string(a, "content", where);
         if (tok.content.empty()) fail(where, ": field '", field, ".content' is empty");
         if (!utf8_is_valid(tok.content)) fail(where, ": field '", field, ".content' is not valid UTF-8");
+        // The tokenizers library ignores the id written here: a token of
+        // model.vocab keeps its id, any other gets the next one after the
+        // vocab and the added tokens so far. A file that says otherwise would
+        // load with other ids there, so it is refused.
+        const int64_t entries = static_cast<int64_t>(t.vocab_.size());
+        int64_t expected = max_added < 0 || max_added < entries ? entries : max_added + 1;
+        if (auto v = t.vocab_.find(tok.content); v != t.vocab_.end()) expected = v->second;
+        if (id != expected)
+            fail(where, ": field '", field, ".id' is ", id, " for \"", tok.content, "\"; the tokenizers library gives it id ",
+                 expected, " (its model.vocab id, or the next id after model.vocab and the added tokens before it)");
+        max_added = std::max(max_added, id);
         tok.special = a.contains("special") ? json_bool(a, "special", where) : false;
         tok.normalized = a.contains("normalized") ? json_bool(a, "normalized", where) : !tok.special;
         for (const char* key : {"single_word", "lstrip", "rstrip"}) require_bool(a, key, false, field, where);

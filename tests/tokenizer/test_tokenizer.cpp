@@ -190,7 +190,11 @@ TEST(TokenizerJson, MalformedFilesGiveClearErrors) {
     EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"]["neg"] = -4; }), "entry \"neg\" has id -4"));
     EXPECT_TRUE(has(with([](json& j) { j["model"].erase("merges"); }), "missing field 'merges'"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"]["ab"] = "x"; }), "'model.vocab' entry \"ab\""));
-    EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"]["dup"] = 3; }), "gives id 3 to two tokens"));
+    EXPECT_TRUE(has(with([](json& j) {
+                        j["model"]["vocab"]["dup"] = 3;
+                        j["added_tokens"][0]["id"] = 258;
+                    }),
+                    "gives id 3 to two tokens"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"]["big"] = 1LL << 40; }), "'model.vocab' entry \"big\""));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["dropout"] = 0.1; }), "model.dropout"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["continuing_subword_prefix"] = "##"; }), "continuing_subword_prefix"));
@@ -207,7 +211,21 @@ TEST(TokenizerJson, MalformedFilesGiveClearErrors) {
     EXPECT_TRUE(has(with([](json& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; }), "post_processor"));
     EXPECT_TRUE(has(with([](json& j) { j["padding"] = {{"length", 8}}; }), "field 'padding' must be null"));
     EXPECT_TRUE(has(with([](json& j) { j["added_tokens"][0]["lstrip"] = true; }), "added_tokens[0].lstrip"));
-    EXPECT_TRUE(has(with([](json& j) { j["added_tokens"][0]["id"] = 5; }), "has id 5"));
+    EXPECT_TRUE(has(with([](json& j) { j["added_tokens"][0]["id"] = 5; }),
+                    "field 'added_tokens[0].id' is 5 for \"<|im_end|>\"; the tokenizers library gives it id 257"));
+    EXPECT_TRUE(has(with([](json& j) { j["added_tokens"][0]["id"] = 300; }), "added_tokens[0].id' is 300"));
+    // An added token that is also in the vocab keeps its vocab id.
+    EXPECT_TRUE(has(with([](json& j) { j["added_tokens"][0]["content"] = "ab"; }), "gives it id 256"));
+    {
+        json j = good;
+        j["added_tokens"][0]["content"] = "ab";
+        j["added_tokens"][0]["id"] = 256;
+        j["added_tokens"].push_back({{"id", 257}, {"content", "<s>"}, {"special", true}});
+        Tokenizer t = Tokenizer::from_json_text(j.dump(), "shared.json");
+        EXPECT_EQ(t.vocab_size(), 258);
+        EXPECT_TRUE(t.is_special(256));
+        EXPECT_EQ(t.encode("<s>xab"), (std::vector<int32_t>{257, 'x', 256}));
+    }
     EXPECT_TRUE(has(with([](json& j) { j["added_tokens"][0].erase("content"); }), "missing field 'content'"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["unk_token"] = "<unk>"; }), "model.unk_token"));
 
