@@ -491,7 +491,7 @@ PPOLAB_SIMD_INLINE void attn_decode_group(float* out, const float* q, const floa
     }
 }
 
-void attention_decode_avx2(float* out, const float* q, const float* kcache, const float* vcache,
+PPOLAB_SIMD_AVX2 void attention_decode_avx2(float* out, const float* q, const float* kcache, const float* vcache,
                            const uint8_t* cache_mask, int64_t B, int64_t S, int64_t S_max, int64_t nH, int64_t nKV,
                            int64_t hd) {
 #pragma omp parallel for collapse(2) schedule(static) if (B * nH * S * hd > 32768)
@@ -511,7 +511,7 @@ PPOLAB_SIMD_AVX512 void attention_decode_avx512(float* out, const float* q, cons
 
 // Drivers: the OpenMP region sits in a function of each instruction set so
 // that its outlined body is compiled for it too.
-void attention_forward_avx2(float* out, float* probs, const float* q, const float* k, const float* v,
+PPOLAB_SIMD_AVX2 void attention_forward_avx2(float* out, float* probs, const float* q, const float* k, const float* v,
                             const uint8_t* mask, AttentionShape s) {
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attention_parallel(s))
     for (int64_t b = 0; b < s.B; ++b)
@@ -525,7 +525,7 @@ PPOLAB_SIMD_AVX512 void attention_forward_avx512(float* out, float* probs, const
         for (int64_t h = 0; h < s.nH; ++h) attn_forward_head<vf16, 4>(out, probs, q, k, v, mask, s, b, h);
 }
 
-void attention_backward_avx2(float* dq, float* dk, float* dv, const float* dout, const float* probs,
+PPOLAB_SIMD_AVX2 void attention_backward_avx2(float* dq, float* dk, float* dv, const float* dout, const float* probs,
                              const float* q, const float* k, const float* v, const uint8_t* mask, AttentionShape s) {
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attention_parallel(s))
     for (int64_t b = 0; b < s.B; ++b)
@@ -550,7 +550,7 @@ void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, con
     attention_check(s);
     if constexpr (std::is_same_v<T, float>) {
         if (s.hd % 16 == 0 && simd_has_avx512()) return attention_forward_avx512(out, probs, q, k, v, mask, s);
-        if (s.hd % 8 == 0) return attention_forward_avx2(out, probs, q, k, v, mask, s);
+        if (s.hd % 8 == 0 && simd_has_avx2()) return attention_forward_avx2(out, probs, q, k, v, mask, s);
     }
     attention_forward_generic<T>(out, probs, q, k, v, mask, s);
 }
@@ -562,7 +562,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* probs, cons
     if constexpr (std::is_same_v<T, float>) {
         if (s.hd % 16 == 0 && simd_has_avx512())
             return attention_backward_avx512(dq, dk, dv, dout, probs, q, k, v, mask, s);
-        if (s.hd % 8 == 0) return attention_backward_avx2(dq, dk, dv, dout, probs, q, k, v, mask, s);
+        if (s.hd % 8 == 0 && simd_has_avx2()) return attention_backward_avx2(dq, dk, dv, dout, probs, q, k, v, mask, s);
     }
     attention_backward_generic<T>(dq, dk, dv, dout, probs, q, k, v, mask, s);
 }
@@ -576,7 +576,7 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
     if (nH / nKV <= 8) {
         if (hd % 16 == 0 && simd_has_avx512())
             return attention_decode_avx512(out, q, kcache, vcache, cache_mask, B, S, S_max, nH, nKV, hd);
-        if (hd % 8 == 0) return attention_decode_avx2(out, q, kcache, vcache, cache_mask, B, S, S_max, nH, nKV, hd);
+        if (hd % 8 == 0 && simd_has_avx2()) return attention_decode_avx2(out, q, kcache, vcache, cache_mask, B, S, S_max, nH, nKV, hd);
     }
     const int64_t group = nH / nKV;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));

@@ -76,19 +76,27 @@ PPOLAB_SIMD_INLINE void lm_scaled_softmax(float* z, int64_t n, float lse, float 
     for (; i < n; ++i) z[i] = -g * std::exp(z[i] - lse);
 }
 
-float lm_logsumexp_avx2(const float* z, int64_t n) { return lm_logsumexp<vf8>(z, n); }
+PPOLAB_SIMD_AVX2 float lm_logsumexp_avx2(const float* z, int64_t n) { return lm_logsumexp<vf8>(z, n); }
 PPOLAB_SIMD_AVX512 float lm_logsumexp_avx512(const float* z, int64_t n) { return lm_logsumexp<vf16>(z, n); }
-void lm_scaled_softmax_avx2(float* z, int64_t n, float lse, float g) { lm_scaled_softmax<vf8>(z, n, lse, g); }
+PPOLAB_SIMD_AVX2 void lm_scaled_softmax_avx2(float* z, int64_t n, float lse, float g) { lm_scaled_softmax<vf8>(z, n, lse, g); }
 PPOLAB_SIMD_AVX512 void lm_scaled_softmax_avx512(float* z, int64_t n, float lse, float g) {
     lm_scaled_softmax<vf16>(z, n, lse, g);
 }
 
 float row_logsumexp(const float* z, int64_t n) {
-    return simd_has_avx512() ? lm_logsumexp_avx512(z, n) : lm_logsumexp_avx2(z, n);
+    if (simd_has_avx512()) return lm_logsumexp_avx512(z, n);
+    if (simd_has_avx2()) return lm_logsumexp_avx2(z, n);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, z[i]);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(z[i] - mx);
+    return mx + static_cast<float>(std::log(sum));
 }
 
 void row_scaled_softmax(float* z, int64_t n, float lse, float g) {
-    simd_has_avx512() ? lm_scaled_softmax_avx512(z, n, lse, g) : lm_scaled_softmax_avx2(z, n, lse, g);
+    if (simd_has_avx512()) return lm_scaled_softmax_avx512(z, n, lse, g);
+    if (simd_has_avx2()) return lm_scaled_softmax_avx2(z, n, lse, g);
+    for (int64_t i = 0; i < n; ++i) z[i] = -g * std::exp(z[i] - lse);
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // simd.h — the few vector operations the layer kernels are written in
 // (GCC vector extensions). A kernel body is an always_inline template over the
-// vector type, instantiated once in a plain function (vf8: AVX2, the build's
-// baseline) and once in a PPOLAB_SIMD_AVX512 function (vf16, chosen at run time
-// with simd_has_avx512()); each copy is compiled for its own instruction set.
+// vector type, instantiated once in a PPOLAB_SIMD_AVX2 function (vf8) and once
+// in a PPOLAB_SIMD_AVX512 function (vf16), chosen at run time with
+// simd_has_avx512() / simd_has_avx2(); each copy is compiled for its own
+// instruction set, whatever -march the build uses. Every kernel keeps a
+// portable scalar path for other CPUs.
 // Keep OpenMP regions in those non-template functions: the outlined body of a
 // region inherits the target of the function it is written in.
 #pragma once
@@ -16,7 +18,8 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #define PPOLAB_SIMD_INLINE inline __attribute__((always_inline))
-#define PPOLAB_SIMD_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define PPOLAB_SIMD_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq")))
+#define PPOLAB_SIMD_AVX2 __attribute__((target("avx2,fma")))
 
 namespace ppolab::simd {
 
@@ -36,18 +39,28 @@ PPOLAB_SIMD_INLINE void vstore(float* p, V v) {
     std::memcpy(p, &v, sizeof v);
 }
 // Broadcasts. GCC 12 builds {x, x, …} AVX-512 vectors one masked lane at a
-// time inside loops, so the instruction is spelt out (asm, no memory clobber).
+// time inside loops, so for GCC the instruction is spelt out (asm, no memory
+// clobber). Clang (fuzz builds) makes one broadcast of the plain loop; its
+// OpenMP regions do not inherit a function's target, so no asm there.
 template <class V>
 PPOLAB_SIMD_INLINE V vset(float x) {
     V v;
+#if defined(__clang__)
+    for (size_t i = 0; i < sizeof(V) / 4; ++i) v[i] = x;
+#else
     asm("vbroadcastss %1, %0" : "=v"(v) : "v"(x));
+#endif
     return v;
 }
 template <class V>
 PPOLAB_SIMD_INLINE V vbcast(const float* p) {
+#if defined(__clang__)
+    return vset<V>(*p);
+#else
     V v;
     asm("vbroadcastss %1, %0" : "=v"(v) : "m"(*p));
     return v;
+#endif
 }
 template <class V>
 PPOLAB_SIMD_INLINE float vhsum(V v) {
@@ -86,19 +99,27 @@ PPOLAB_SIMD_INLINE V vexp(V x) {
     return tiny ? V{} : p;  // exactly 0
 }
 
-// True when the CPU runs AVX-512 F/BW/VL/DQ (checked once, cpuid).
-inline bool simd_cpu_has_avx512() {
-    static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-    return yes;
+// The instruction sets the kernels have paths for, in order.
+enum class SimdLevel { portable, avx2, avx512 };
+
+// What this CPU runs (checked once, cpuid): AVX-512 means F/BW/VL/DQ, AVX2 means AVX2 + FMA.
+inline SimdLevel simd_cpu_level() {
+    static const SimdLevel level =
+        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
+            ? SimdLevel::avx512
+        : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? SimdLevel::avx2
+                                                                           : SimdLevel::portable;
+    return level;
 }
-// Whether the kernels take their AVX-512 path. Tests set it to false to run
-// the AVX2 path on any machine (not while kernels run on other threads).
-inline bool& simd_use_avx512() {
-    static bool on = simd_cpu_has_avx512();
-    return on;
+// The level the kernels use: the CPU's, unless lowered. Tests lower it to run
+// every path on one machine (never while kernels run on other threads).
+inline SimdLevel& simd_level() {
+    static SimdLevel level = simd_cpu_level();
+    return level;
 }
-inline bool simd_has_avx512() { return simd_use_avx512(); }
+inline bool simd_has_avx512() { return simd_level() >= SimdLevel::avx512; }
+inline bool simd_has_avx2() { return simd_level() >= SimdLevel::avx2; }
 
 }  // namespace ppolab::simd
 

@@ -1,8 +1,8 @@
 // swiglu.cpp — out = silu(gate) · up (see swiglu.h).
 //   σ = 1/(1+e^(−g)),  silu(g) = g·σ,  silu'(g) = σ·(1 + g·(1 − σ))
 //   dgate = dout · up · silu'(gate),  dup = dout · silu(gate)   (both overwritten)
-// The float path runs on whole vectors with simd.h's exp (AVX-512 where the
-// CPU has it, else AVX2); double (gradient checks) uses std::exp.
+// The float path runs on whole vectors with simd.h's exp (AVX-512 or AVX2,
+// as the CPU has); double (gradient checks) and other CPUs use std::exp.
 #include "kernels/swiglu.h"
 
 #include <cmath>
@@ -65,7 +65,7 @@ PPOLAB_SIMD_INLINE void swiglu_backward_block(float* dgate, float* dup, const fl
     swiglu_backward_scalar<float>(dgate + i, dup + i, dout + i, gate + i, up + i, n - i);
 }
 
-void swiglu_forward_avx2(float* out, const float* gate, const float* up, int64_t n) {
+PPOLAB_SIMD_AVX2 void swiglu_forward_avx2(float* out, const float* gate, const float* up, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (int64_t b = 0; b < n; b += kBlock)
         swiglu_forward_block<vf8>(out + b, gate + b, up + b, std::min(kBlock, n - b));
@@ -77,7 +77,7 @@ PPOLAB_SIMD_AVX512 void swiglu_forward_avx512(float* out, const float* gate, con
         swiglu_forward_block<vf16>(out + b, gate + b, up + b, std::min(kBlock, n - b));
 }
 
-void swiglu_backward_avx2(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+PPOLAB_SIMD_AVX2 void swiglu_backward_avx2(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                           int64_t n) {
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (int64_t b = 0; b < n; b += kBlock)
@@ -98,9 +98,11 @@ void swiglu_forward(T* out, const T* gate, const T* up, int64_t n) {
     // out, gate, up (n)
     if constexpr (std::is_same_v<T, float>) {
         if (simd_has_avx512()) return swiglu_forward_avx512(out, gate, up, n);
-        return swiglu_forward_avx2(out, gate, up, n);
+        if (simd_has_avx2()) return swiglu_forward_avx2(out, gate, up, n);
     }
-    swiglu_forward_scalar<T>(out, gate, up, n);
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t b = 0; b < n; b += kBlock)
+        swiglu_forward_scalar<T>(out + b, gate + b, up + b, std::min(kBlock, n - b));
 }
 
 template <typename T>
@@ -108,9 +110,11 @@ void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up
     // dgate, dup (n) overwritten; dout, gate, up (n)
     if constexpr (std::is_same_v<T, float>) {
         if (simd_has_avx512()) return swiglu_backward_avx512(dgate, dup, dout, gate, up, n);
-        return swiglu_backward_avx2(dgate, dup, dout, gate, up, n);
+        if (simd_has_avx2()) return swiglu_backward_avx2(dgate, dup, dout, gate, up, n);
     }
-    swiglu_backward_scalar<T>(dgate, dup, dout, gate, up, n);
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t b = 0; b < n; b += kBlock)
+        swiglu_backward_scalar<T>(dgate + b, dup + b, dout + b, gate + b, up + b, std::min(kBlock, n - b));
 }
 
 template void swiglu_forward<float>(float*, const float*, const float*, int64_t);

@@ -79,22 +79,21 @@ void expect_close(const std::vector<A>& got, const std::vector<B>& want, double 
                       << ", expected " << static_cast<double>(want[worst]);
 }
 
-// Runs `body` once per float code path this CPU has: AVX-512 (where present),
-// then AVX2; failures carry the path's name.
+// Runs `body` once per float code path this CPU has: AVX-512, AVX2 (where
+// present) and portable; failures carry the path's name.
 inline void for_each_simd_path(const std::function<void()>& body) {
-    bool& use = ppolab::simd::simd_use_avx512();
-    const bool saved = use;
-    if (ppolab::simd::simd_cpu_has_avx512()) {
-        use = true;
-        SCOPED_TRACE("simd path: avx512");
+    using ppolab::simd::SimdLevel;
+    SimdLevel& level = ppolab::simd::simd_level();
+    const SimdLevel saved = level;
+    const std::pair<SimdLevel, const char*> paths[] = {
+        {SimdLevel::avx512, "simd path: avx512"}, {SimdLevel::avx2, "simd path: avx2"}, {SimdLevel::portable, "simd path: portable"}};
+    for (const auto& [path, name] : paths) {
+        if (path > ppolab::simd::simd_cpu_level()) continue;
+        level = path;
+        SCOPED_TRACE(name);
         body();
     }
-    use = false;
-    {
-        SCOPED_TRACE("simd path: avx2");
-        body();
-    }
-    use = saved;
+    level = saved;
 }
 
 inline double max_abs(const std::vector<double>& v) {
