@@ -131,8 +131,10 @@ public:
     void put(const std::string& name, const std::vector<int32_t>& v) { write(name + ".i32", v.data(), v.size() * 4); }
     void put(const std::string& name, const std::vector<uint8_t>& v) { write(name + ".u8", v.data(), v.size()); }
 
-    // Runs the script; false (with a test failure naming the reason) when it did not succeed.
-    bool run() {
+    // Runs the script once over every oracle in `all` (one interpreter start:
+    // importing torch costs seconds); false, with a test failure naming the
+    // reason, when it did not succeed.
+    static bool run_all(const std::vector<TorchOracle*>& all) {
         const char* python = std::getenv("PPOLAB_PYTHON");
         const char* source = std::getenv("PPOLAB_SOURCE_DIR");
         if (!python || !*python) {
@@ -140,19 +142,24 @@ public:
             return false;
         }
         const fs::path script = fs::path(source && *source ? source : ".") / "tests/oracle/kernels_ref.py";
-        std::ofstream(dir_ / "meta.json") << meta_.dump();
-        const std::string cmd = std::string("'") + python + "' '" + script.string() + "' '" + dir_.string() +
-                                "' > '" + (dir_ / "log.txt").string() + "' 2>&1";
+        std::string cmd = std::string("'") + python + "' '" + script.string() + "'";
+        for (TorchOracle* o : all) {
+            std::ofstream(o->dir_ / "meta.json") << o->meta_.dump();
+            cmd += " '" + o->dir_.string() + "'";
+        }
+        const fs::path log_path = all.front()->dir_ / "log.txt";
+        cmd += " > '" + log_path.string() + "' 2>&1";
         const int rc = std::system(cmd.c_str());
         if (rc != 0) {
-            std::ifstream log(dir_ / "log.txt");
+            std::ifstream log(log_path);
             std::stringstream text;
             text << log.rdbuf();
-            ADD_FAILURE() << "oracle '" << op_ << "' failed (" << rc << "): " << cmd << "\n" << text.str();
+            ADD_FAILURE() << "oracle failed (" << rc << "): " << cmd << "\n" << text.str();
             return false;
         }
         return true;
     }
+    bool run() { return run_all({this}); }
 
     // A result written by the script, checked to hold n float64 values.
     std::vector<double> get(const std::string& name, size_t n) {

@@ -4,9 +4,10 @@ Written from the Hugging Face Qwen2 definitions and plain torch operations,
 not from ppolab's code. Everything runs in float64 so the reference itself
 adds no rounding worth mentioning.
 
-Usage: kernels_ref.py DIR. DIR holds meta.json ({"op": ..., sizes}) and raw
-little-endian inputs NAME.f64 / NAME.i32 / NAME.u8; results are written
-to DIR as NAME.f64.
+Usage: kernels_ref.py DIR [DIR ...] (one interpreter for many cases: importing
+torch takes seconds). Each DIR holds meta.json ({"op": ..., sizes}) and raw
+little-endian inputs NAME.f64 / NAME.i32 / NAME.u8; results are written to
+that DIR as NAME.f64.
 """
 import json
 import os
@@ -104,10 +105,12 @@ def lm_logprobs(d, m):
 
 
 def main():
-    d = sys.argv[1]
-    with open(os.path.join(d, "meta.json")) as f:
-        m = json.load(f)
-    {"rope": rope, "attention": attention, "lm_logprobs": lm_logprobs}[m["op"]](d, m)
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: kernels_ref.py DIR [DIR ...]")
+    for d in sys.argv[1:]:
+        with open(os.path.join(d, "meta.json")) as f:
+            m = json.load(f)
+        {"rope": rope, "attention": attention, "lm_logprobs": lm_logprobs}[m["op"]](d, m)
 
 
 if __name__ == "__main__":
