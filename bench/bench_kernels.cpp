@@ -45,7 +45,8 @@ void BM_attention_forward(benchmark::State& st) {
     AttnData d;
     for (auto _ : st)
         attention_forward<float>(d.out.data(), d.probs.data(), d.q.data(), d.k.data(), d.v.data(), d.mask.data(), d.s);
-    st.counters["GFLOP/s"] = benchmark::Counter(attention_flops(d.s) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    st.counters["GFLOP/s"] =
+        benchmark::Counter(attention_flops(d.s) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_attention_forward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -63,7 +64,8 @@ BENCHMARK(BM_attention_backward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_attention_decode(benchmark::State& st) {
     const int64_t B = 4, S = 320, nH = 14, nKV = 2, hd = 64;
-    auto q = random_floats(B * nH * hd, 5), kc = random_floats(B * S * nKV * hd, 6), vc = random_floats(B * S * nKV * hd, 7);
+    auto q = random_floats(B * nH * hd, 5), kc = random_floats(B * S * nKV * hd, 6),
+         vc = random_floats(B * S * nKV * hd, 7);
     std::vector<float> out(q.size());
     std::vector<uint8_t> mask(B * S, 1);
     for (auto _ : st) attention_decode(out.data(), q.data(), kc.data(), vc.data(), mask.data(), B, S, S, nH, nKV, hd);
@@ -89,7 +91,8 @@ struct LmData {
 void BM_lm_logprobs_forward(benchmark::State& st) {
     static LmData d;
     for (auto _ : st) lm_logprobs_forward(d.logp.data(), d.h.data(), d.targets.data(), d.view(), d.N);
-    st.counters["GFLOP/s"] = benchmark::Counter(2.0 * d.N * d.V * d.H * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    st.counters["GFLOP/s"] =
+        benchmark::Counter(2.0 * d.N * d.V * d.H * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_lm_logprobs_forward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -97,7 +100,8 @@ void BM_lm_logprobs_backward(benchmark::State& st) {
     static LmData d;
     for (auto _ : st)
         lm_logprobs_backward(d.dh.data(), nullptr, d.dlogp.data(), d.h.data(), d.targets.data(), d.view(), d.N);
-    st.counters["GFLOP/s"] = benchmark::Counter(4.0 * d.N * d.V * d.H * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    st.counters["GFLOP/s"] =
+        benchmark::Counter(4.0 * d.N * d.V * d.H * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_lm_logprobs_backward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -114,7 +118,8 @@ void BM_rmsnorm_forward_backward(benchmark::State& st) {
 BENCHMARK(BM_rmsnorm_forward_backward)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_swiglu_forward_backward(benchmark::State& st) {
-    auto gate = random_floats(kRows * kMlp, 15, 4.f), up = random_floats(kRows * kMlp, 16), g = random_floats(kRows * kMlp, 17);
+    auto gate = random_floats(kRows * kMlp, 15, 4.f), up = random_floats(kRows * kMlp, 16),
+         g = random_floats(kRows * kMlp, 17);
     std::vector<float> out(gate.size()), dgate(gate.size()), dup(gate.size());
     for (auto _ : st) {
         swiglu_forward<float>(out.data(), gate.data(), up.data(), kRows * kMlp);

@@ -33,7 +33,7 @@ static bool attention_parallel(const AttentionShape& s) { return s.B * s.nH * s.
 
 template <typename T>
 static void attention_forward_generic(T* out, T* probs, const T* q, const T* k, const T* v, const uint8_t* mask,
-                       AttentionShape s) {
+                                      AttentionShape s) {
     // out (B, T, nH, hd); probs (B, nH, T, T); q (B, T, nH, hd); k, v (B, T, nKV, hd); mask (B, T)
     attention_check(s);
     const int64_t B = s.B, Tn = s.T, nH = s.nH, nKV = s.nKV, hd = s.hd, group = nH / nKV;
@@ -44,8 +44,8 @@ static void attention_forward_generic(T* out, T* probs, const T* q, const T* k, 
             const int64_t kvh = h / group;
             const uint8_t* mb = mask + b * Tn;  // (T)
             for (int64_t t = 0; t < Tn; ++t) {
-                T* p = probs + ((b * nH + h) * Tn + t) * Tn;   // (T)
-                T* o = out + ((b * Tn + t) * nH + h) * hd;     // (hd)
+                T* p = probs + ((b * nH + h) * Tn + t) * Tn;  // (T)
+                T* o = out + ((b * Tn + t) * nH + h) * hd;    // (hd)
                 std::fill(p, p + Tn, T(0));
                 std::fill(o, o + hd, T(0));
                 if (!mb[t]) continue;
@@ -81,7 +81,7 @@ static void attention_forward_generic(T* out, T* probs, const T* q, const T* k, 
 
 template <typename T>
 static void attention_backward_generic(T* dq, T* dk, T* dv, const T* dout, const T* probs, const T* q, const T* k,
-                        const T* v, const uint8_t* mask, AttentionShape s) {
+                                       const T* v, const uint8_t* mask, AttentionShape s) {
     // dq (B, T, nH, hd), dk, dv (B, T, nKV, hd): overwritten; dout (B, T, nH, hd);
     // probs (B, nH, T, T); q (B, T, nH, hd); k, v (B, T, nKV, hd); mask (B, T)
     attention_check(s);
@@ -136,11 +136,10 @@ static void attention_backward_generic(T* dq, T* dk, T* dv, const T* dout, const
 }
 
 // ---------------------------------------------------------------------------
-// Fast float path (head_dim a multiple of the vector width). GCC vector
-// extensions, one body for AVX2 (8 lanes, the build's baseline) and AVX-512
-// (16 lanes, selected at run time): the bodies are always_inline templates
-// instantiated inside drivers that carry the target attribute, so each copy
-// is compiled for its own instruction set.
+// Fast float path (head_dim a multiple of the vector width; simd.h): one
+// body for AVX-512 (16 lanes) and AVX2 (8 lanes), chosen at run time; the
+// generic loops above serve double (gradient checks), other head sizes and
+// CPUs without AVX2.
 //   forward, per (batch row, query head): Kᵀ (hd, Tp) is built once; blocks of
 //   R = 4 query rows compute S = q·Kᵀ with R×NW vector accumulators (NW = 4
 //   vectors of columns on AVX-512, 2 on AVX2; no horizontal sums), the
@@ -181,7 +180,7 @@ PPOLAB_SIMD_INLINE void attn_transpose(float* XT, const float* X, int64_t stride
 // vectors of columns at a time (R×NW accumulators), then single vectors.
 template <class V, int NW>
 PPOLAB_SIMD_INLINE void attn_rows_times_xt(float* S, int64_t Tp, const float* const* a, const float* XT, int64_t hd,
-                                      int64_t j0, int64_t j1) {
+                                           int64_t j0, int64_t j1) {
     constexpr int64_t L = sizeof(V) / 4;
     int64_t j = j0;
     for (; j + NW * L <= j1; j += NW * L) {
@@ -212,7 +211,7 @@ PPOLAB_SIMD_INLINE void attn_rows_times_xt(float* S, int64_t Tp, const float* co
 // point at a sink: a fixed trip count keeps the accumulators in registers.
 template <class V, int NW>
 PPOLAB_SIMD_INLINE void attn_weights_times_rows(float* const* y, const float* W, int64_t ldw, const float* X,
-                                           int64_t stride, int64_t hd, int64_t j0, int64_t j1) {
+                                                int64_t stride, int64_t hd, int64_t j0, int64_t j1) {
     constexpr int64_t L = sizeof(V) / 4;
     int64_t c = 0;
     for (; c + NW * L <= hd; c += NW * L) {
@@ -243,7 +242,7 @@ PPOLAB_SIMD_INLINE void attn_weights_times_rows(float* const* y, const float* W,
 // t < j contributes nothing and the loop starts at jb).
 template <class V, int NW, int JB>
 PPOLAB_SIMD_INLINE void attn_transposed_block(float* D, int64_t ldd, const float* A, int64_t lda, const float* X,
-                                         int64_t ldx, int64_t hd, int64_t jb, int64_t T) {
+                                              int64_t ldx, int64_t hd, int64_t jb, int64_t T) {
     constexpr int64_t L = sizeof(V) / 4;
     int64_t c = 0;
     for (; c + NW * L <= hd; c += NW * L) {
@@ -267,7 +266,7 @@ PPOLAB_SIMD_INLINE void attn_transposed_block(float* D, int64_t ldd, const float
 // D_j += Σ_t A[t][j] · X_t for every j in [j0, T).
 template <class V, int NW>
 PPOLAB_SIMD_INLINE void attn_transposed_product(float* D, int64_t ldd, const float* A, int64_t lda, const float* X,
-                                           int64_t ldx, int64_t hd, int64_t j0, int64_t T) {
+                                                int64_t ldx, int64_t hd, int64_t j0, int64_t T) {
     int64_t j = j0;
     for (; j + kRows <= T; j += kRows) attn_transposed_block<V, NW, kRows>(D, ldd, A, lda, X, ldx, hd, j, T);
     for (; j < T; ++j) attn_transposed_block<V, NW, 1>(D, ldd, A, lda, X, ldx, hd, j, T);
@@ -275,7 +274,7 @@ PPOLAB_SIMD_INLINE void attn_transposed_product(float* D, int64_t ldd, const flo
 
 template <class V, int NW>
 PPOLAB_SIMD_INLINE void attn_forward_head(float* out, float* probs, const float* q, const float* k, const float* v,
-                                     const uint8_t* mask, const AttentionShape& s, int64_t b, int64_t h) {
+                                          const uint8_t* mask, const AttentionShape& s, int64_t b, int64_t h) {
     constexpr int64_t L = sizeof(V) / 4;
     const int64_t Tn = s.T, nH = s.nH, nKV = s.nKV, hd = s.hd, kvh = h / (nH / nKV), Tp = attn_padded(Tn, L);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
@@ -346,17 +345,17 @@ PPOLAB_SIMD_INLINE void attn_forward_head(float* out, float* probs, const float*
 
 template <class V, int NW>
 PPOLAB_SIMD_INLINE void attn_backward_group(float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                                       const float* q, const float* k, const float* v, const uint8_t* mask,
-                                       const AttentionShape& s, int64_t b, int64_t kvh) {
+                                            const float* q, const float* k, const float* v, const uint8_t* mask,
+                                            const AttentionShape& s, int64_t b, int64_t kvh) {
     constexpr int64_t L = sizeof(V) / 4;
     const int64_t Tn = s.T, nH = s.nH, nKV = s.nKV, hd = s.hd, group = nH / nKV, Tp = attn_padded(Tn, L);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-    const uint8_t* mb = mask + b * Tn;  // (T)
+    const uint8_t* mb = mask + b * Tn;                                               // (T)
     float* vt = attn_scratch(static_cast<size_t>((hd + Tn + 2 * kRows) * Tp + hd));  // (hd, Tp) Vᵀ
-    float* dS = vt + hd * Tp;                                                      // (T, Tp) dS of one head
-    float* dP = dS + Tn * Tp;                                                      // (R, Tp) dP of a block
-    float* P = dP + kRows * Tp;                                                    // (R, Tp) probabilities
-    float* sink = P + kRows * Tp;                                                  // (hd) dq of rows past T
+    float* dS = vt + hd * Tp;                                                        // (T, Tp) dS of one head
+    float* dP = dS + Tn * Tp;                                                        // (R, Tp) dP of a block
+    float* P = dP + kRows * Tp;                                                      // (R, Tp) probabilities
+    float* sink = P + kRows * Tp;                                                    // (hd) dq of rows past T
     const int64_t kvstride = nKV * hd, qstride = nH * hd;
     const float* kb = k + (b * Tn * nKV + kvh) * hd;  // row j at kb + j·kvstride
     const float* vb = v + (b * Tn * nKV + kvh) * hd;
@@ -401,10 +400,10 @@ PPOLAB_SIMD_INLINE void attn_backward_group(float* dq, float* dk, float* dv, con
             attn_rows_times_xt<V, NW>(dP, Tp, gr, vt, hd, j0, j1);  // dP = dout·Vᵀ
             for (int r = 0; r < kRows; ++r) {
                 const int64_t t = t0 + r;
-                float* Pr = P + r * Tp;                                    // (Tp)
-                float* dPr = dP + r * Tp;                                  // (Tp)
+                float* Pr = P + r * Tp;    // (Tp)
+                float* dPr = dP + r * Tp;  // (Tp)
                 if (r >= rows) break;
-                float* dSr = dS + t * Tp;                                  // (Tp)
+                float* dSr = dS + t * Tp;  // (Tp)
                 if (!mb[t]) {
                     std::fill_n(dSr, Tp, 0.f);
                     continue;
@@ -435,8 +434,8 @@ PPOLAB_SIMD_INLINE void attn_backward_group(float* dq, float* dk, float* dv, con
 // at a time), then P (heads × positions) · V in blocks of R heads.
 template <class V, int NW>
 PPOLAB_SIMD_INLINE void attn_decode_group(float* out, const float* q, const float* kcache, const float* vcache,
-                                          const uint8_t* cache_mask, int64_t b, int64_t kvh, int64_t S,
-                                          int64_t S_max, int64_t nH, int64_t nKV, int64_t hd) {
+                                          const uint8_t* cache_mask, int64_t b, int64_t kvh, int64_t S, int64_t S_max,
+                                          int64_t nH, int64_t nKV, int64_t hd) {
     constexpr int64_t L = sizeof(V) / 4;
     const int64_t G = nH / nKV, Sp = attn_padded(S, L), kvstride = nKV * hd;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
@@ -446,9 +445,9 @@ PPOLAB_SIMD_INLINE void attn_decode_group(float* out, const float* q, const floa
         return;
     }
     float* qt = attn_scratch(static_cast<size_t>(8 * hd + 8 * S + 8 * Sp + hd));  // (hd, 8) Qᵀ
-    float* sc = qt + 8 * hd;                                                    // (S, 8) scores → weights
-    float* P = sc + 8 * S;                                                      // (8, Sp) weights per head
-    float* sink = P + 8 * Sp;                                                   // (hd)
+    float* sc = qt + 8 * hd;                                                      // (S, 8) scores → weights
+    float* P = sc + 8 * S;                                                        // (8, Sp) weights per head
+    float* sink = P + 8 * Sp;                                                     // (hd)
     for (int64_t d = 0; d < hd; ++d)
         for (int64_t g = 0; g < 8; ++g) qt[d * 8 + g] = g < G ? q[(b * nH + kvh * G + g) * hd + d] : 0.f;
     const float* kb = kcache + (b * S_max * nKV + kvh) * hd;  // row j at kb + j·kvstride
@@ -492,17 +491,17 @@ PPOLAB_SIMD_INLINE void attn_decode_group(float* out, const float* q, const floa
 }
 
 PPOLAB_SIMD_AVX2 void attention_decode_avx2(float* out, const float* q, const float* kcache, const float* vcache,
-                           const uint8_t* cache_mask, int64_t B, int64_t S, int64_t S_max, int64_t nH, int64_t nKV,
-                           int64_t hd) {
+                                            const uint8_t* cache_mask, int64_t B, int64_t S, int64_t S_max, int64_t nH,
+                                            int64_t nKV, int64_t hd) {
 #pragma omp parallel for collapse(2) schedule(static) if (B * nH * S * hd > 32768)
     for (int64_t b = 0; b < B; ++b)
         for (int64_t kvh = 0; kvh < nKV; ++kvh)
             attn_decode_group<vf8, 2>(out, q, kcache, vcache, cache_mask, b, kvh, S, S_max, nH, nKV, hd);
 }
 
-PPOLAB_SIMD_AVX512 void attention_decode_avx512(float* out, const float* q, const float* kcache,
-                                                const float* vcache, const uint8_t* cache_mask, int64_t B, int64_t S,
-                                                int64_t S_max, int64_t nH, int64_t nKV, int64_t hd) {
+PPOLAB_SIMD_AVX512 void attention_decode_avx512(float* out, const float* q, const float* kcache, const float* vcache,
+                                                const uint8_t* cache_mask, int64_t B, int64_t S, int64_t S_max,
+                                                int64_t nH, int64_t nKV, int64_t hd) {
 #pragma omp parallel for collapse(2) schedule(static) if (B * nH * S * hd > 32768)
     for (int64_t b = 0; b < B; ++b)
         for (int64_t kvh = 0; kvh < nKV; ++kvh)
@@ -512,36 +511,36 @@ PPOLAB_SIMD_AVX512 void attention_decode_avx512(float* out, const float* q, cons
 // Drivers: the OpenMP region sits in a function of each instruction set so
 // that its outlined body is compiled for it too.
 PPOLAB_SIMD_AVX2 void attention_forward_avx2(float* out, float* probs, const float* q, const float* k, const float* v,
-                            const uint8_t* mask, AttentionShape s) {
+                                             const uint8_t* mask, AttentionShape s) {
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attention_parallel(s))
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t h = 0; h < s.nH; ++h) attn_forward_head<vf8, 2>(out, probs, q, k, v, mask, s, b, h);
 }
 
 PPOLAB_SIMD_AVX512 void attention_forward_avx512(float* out, float* probs, const float* q, const float* k,
-                                            const float* v, const uint8_t* mask, AttentionShape s) {
+                                                 const float* v, const uint8_t* mask, AttentionShape s) {
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attention_parallel(s))
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t h = 0; h < s.nH; ++h) attn_forward_head<vf16, 4>(out, probs, q, k, v, mask, s, b, h);
 }
 
 PPOLAB_SIMD_AVX2 void attention_backward_avx2(float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                             const float* q, const float* k, const float* v, const uint8_t* mask, AttentionShape s) {
+                                              const float* q, const float* k, const float* v, const uint8_t* mask,
+                                              AttentionShape s) {
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attention_parallel(s))
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t kvh = 0; kvh < s.nKV; ++kvh)
             attn_backward_group<vf8, 2>(dq, dk, dv, dout, probs, q, k, v, mask, s, b, kvh);
 }
 
-PPOLAB_SIMD_AVX512 void attention_backward_avx512(float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                                             const float* q, const float* k, const float* v, const uint8_t* mask,
-                                             AttentionShape s) {
+PPOLAB_SIMD_AVX512 void attention_backward_avx512(float* dq, float* dk, float* dv, const float* dout,
+                                                  const float* probs, const float* q, const float* k, const float* v,
+                                                  const uint8_t* mask, AttentionShape s) {
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attention_parallel(s))
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t kvh = 0; kvh < s.nKV; ++kvh)
             attn_backward_group<vf16, 4>(dq, dk, dv, dout, probs, q, k, v, mask, s, b, kvh);
 }
-
 
 }  // namespace
 
@@ -567,16 +566,16 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* probs, cons
     attention_backward_generic<T>(dq, dk, dv, dout, probs, q, k, v, mask, s);
 }
 
-void attention_decode(float* out, const float* q, const float* kcache, const float* vcache,
-                      const uint8_t* cache_mask, int64_t B, int64_t S, int64_t S_max, int64_t nH,
-                      int64_t nKV, int64_t hd) {
+void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const uint8_t* cache_mask,
+                      int64_t B, int64_t S, int64_t S_max, int64_t nH, int64_t nKV, int64_t hd) {
     // out (B, nH, hd); q (B, nH, hd); kcache, vcache (B, S_max, nKV, hd); cache_mask (B, S_max)
     attention_check({B, S, nH, nKV, hd});
     if (S < 1 || S > S_max) fail("attention_decode: filled length S=", S, " must be in [1, S_max=", S_max, "]");
     if (nH / nKV <= 8) {
         if (hd % 16 == 0 && simd_has_avx512())
             return attention_decode_avx512(out, q, kcache, vcache, cache_mask, B, S, S_max, nH, nKV, hd);
-        if (hd % 8 == 0 && simd_has_avx2()) return attention_decode_avx2(out, q, kcache, vcache, cache_mask, B, S, S_max, nH, nKV, hd);
+        if (hd % 8 == 0 && simd_has_avx2())
+            return attention_decode_avx2(out, q, kcache, vcache, cache_mask, B, S, S_max, nH, nKV, hd);
     }
     const int64_t group = nH / nKV;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
@@ -590,7 +589,7 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
                 const uint8_t* mb = cache_mask + b * S_max;  // (S_max)
                 float* o = out + (b * nH + h) * hd;          // (hd)
                 std::fill_n(o, hd, 0.f);
-                if (!mb[S - 1]) continue;  // the new token is padding: zeros, as attention_forward
+                if (!mb[S - 1]) continue;                 // the new token is padding: zeros, as attention_forward
                 const float* qh = q + (b * nH + h) * hd;  // (hd)
                 float mx = -std::numeric_limits<float>::infinity();
                 for (int64_t j = 0; j < S; ++j) {
@@ -622,10 +621,10 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
 
 template void attention_forward<float>(float*, float*, const float*, const float*, const float*, const uint8_t*,
                                        AttentionShape);
-template void attention_forward<double>(double*, double*, const double*, const double*, const double*,
-                                        const uint8_t*, AttentionShape);
-template void attention_backward<float>(float*, float*, float*, const float*, const float*, const float*,
-                                        const float*, const float*, const uint8_t*, AttentionShape);
+template void attention_forward<double>(double*, double*, const double*, const double*, const double*, const uint8_t*,
+                                        AttentionShape);
+template void attention_backward<float>(float*, float*, float*, const float*, const float*, const float*, const float*,
+                                        const float*, const uint8_t*, AttentionShape);
 template void attention_backward<double>(double*, double*, double*, const double*, const double*, const double*,
                                          const double*, const double*, const uint8_t*, AttentionShape);
 

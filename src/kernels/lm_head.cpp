@@ -78,7 +78,9 @@ PPOLAB_SIMD_INLINE void lm_scaled_softmax(float* z, int64_t n, float lse, float 
 
 PPOLAB_SIMD_AVX2 float lm_logsumexp_avx2(const float* z, int64_t n) { return lm_logsumexp<vf8>(z, n); }
 PPOLAB_SIMD_AVX512 float lm_logsumexp_avx512(const float* z, int64_t n) { return lm_logsumexp<vf16>(z, n); }
-PPOLAB_SIMD_AVX2 void lm_scaled_softmax_avx2(float* z, int64_t n, float lse, float g) { lm_scaled_softmax<vf8>(z, n, lse, g); }
+PPOLAB_SIMD_AVX2 void lm_scaled_softmax_avx2(float* z, int64_t n, float lse, float g) {
+    lm_scaled_softmax<vf8>(z, n, lse, g);
+}
 PPOLAB_SIMD_AVX512 void lm_scaled_softmax_avx512(float* z, int64_t n, float lse, float g) {
     lm_scaled_softmax<vf16>(z, n, lse, g);
 }
@@ -133,8 +135,8 @@ void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float*
     const int64_t L = static_cast<int64_t>(live.size());
     const int64_t chunk = std::min(L, kLmChunk);
     float* logits = lm_scratch(static_cast<size_t>(chunk * V + 2 * chunk * H));  // (chunk, V)
-    float* hc = logits + chunk * V;                                               // (chunk, H)
-    float* dhc = hc + chunk * H;                                                  // (chunk, H)
+    float* hc = logits + chunk * V;                                              // (chunk, H)
+    float* dhc = hc + chunk * H;                                                 // (chunk, H)
     for (int64_t i0 = 0; i0 < L; i0 += kLmChunk) {
         const int64_t rows = std::min(kLmChunk, L - i0);
         for (int64_t r = 0; r < rows; ++r) std::memcpy(hc + r * H, h + live[i0 + r] * H, sizeof(float) * H);

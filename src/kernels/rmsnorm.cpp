@@ -7,10 +7,10 @@
 // and it keeps the float path within a few ulp of the double one).
 #include "kernels/rmsnorm.h"
 
+#include <omp.h>
+
 #include <cmath>
 #include <vector>
-
-#include <omp.h>
 
 namespace ppolab {
 
@@ -32,8 +32,8 @@ void rmsnorm_forward(T* out, T* rstd, const T* x, const T* weight, int64_t N, in
 }
 
 template <typename T>
-void rmsnorm_backward(T* dx, T* dweight, const T* dout, const T* x, const T* weight, const T* rstd,
-                      int64_t N, int64_t C) {
+void rmsnorm_backward(T* dx, T* dweight, const T* dout, const T* x, const T* weight, const T* rstd, int64_t N,
+                      int64_t C) {
     // dx (N, C) overwritten; dweight (C) accumulated or nullptr; dout, x (N, C); weight (C); rstd (N)
     const bool parallel = N * C > 16384;
     const int threads = parallel ? omp_get_max_threads() : 1;
@@ -71,9 +71,9 @@ void rmsnorm_backward(T* dx, T* dweight, const T* dout, const T* x, const T* wei
 
 template void rmsnorm_forward<float>(float*, float*, const float*, const float*, int64_t, int64_t, double);
 template void rmsnorm_forward<double>(double*, double*, const double*, const double*, int64_t, int64_t, double);
-template void rmsnorm_backward<float>(float*, float*, const float*, const float*, const float*, const float*,
-                                      int64_t, int64_t);
-template void rmsnorm_backward<double>(double*, double*, const double*, const double*, const double*,
-                                       const double*, int64_t, int64_t);
+template void rmsnorm_backward<float>(float*, float*, const float*, const float*, const float*, const float*, int64_t,
+                                      int64_t);
+template void rmsnorm_backward<double>(double*, double*, const double*, const double*, const double*, const double*,
+                                       int64_t, int64_t);
 
 }  // namespace ppolab

@@ -57,8 +57,7 @@ const RopeTable<T>& rope_table(const int32_t* positions, int64_t N, int64_t head
 
 // sign = +1: forward rotation; sign = −1: its inverse (the backward).
 template <typename T>
-void rope_apply(T* x, const int32_t* positions, int64_t N, int64_t heads, int64_t head_dim, double theta,
-                T sign) {
+void rope_apply(T* x, const int32_t* positions, int64_t N, int64_t heads, int64_t head_dim, double theta, T sign) {
     const RopeTable<T>& table = rope_table<T>(positions, N, head_dim, theta);
     const int64_t half = head_dim / 2;
     const T* cos_all = table.cos.data();  // (positions, half)

@@ -104,12 +104,13 @@ enum class SimdLevel { portable, avx2, avx512 };
 
 // What this CPU runs (checked once, cpuid): AVX-512 means F/BW/VL/DQ, AVX2 means AVX2 + FMA.
 inline SimdLevel simd_cpu_level() {
-    static const SimdLevel level =
-        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
-            ? SimdLevel::avx512
-        : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? SimdLevel::avx2
-                                                                           : SimdLevel::portable;
+    static const SimdLevel level = [] {
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+            return SimdLevel::avx512;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdLevel::avx2;
+        return SimdLevel::portable;
+    }();
     return level;
 }
 // The level the kernels use: the CPU's, unless lowered. Tests lower it to run

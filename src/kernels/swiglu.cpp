@@ -29,8 +29,7 @@ PPOLAB_SIMD_INLINE void swiglu_forward_scalar(T* out, const T* gate, const T* up
 }
 
 template <typename T>
-PPOLAB_SIMD_INLINE void swiglu_backward_scalar(T* dgate, T* dup, const T* dout, const T* gate, const T* up,
-                                               int64_t n) {
+PPOLAB_SIMD_INLINE void swiglu_backward_scalar(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
         const T g = gate[i];
         const T sig = T(1) / (T(1) + std::exp(-g));
@@ -77,8 +76,8 @@ PPOLAB_SIMD_AVX512 void swiglu_forward_avx512(float* out, const float* gate, con
         swiglu_forward_block<vf16>(out + b, gate + b, up + b, std::min(kBlock, n - b));
 }
 
-PPOLAB_SIMD_AVX2 void swiglu_backward_avx2(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
-                          int64_t n) {
+PPOLAB_SIMD_AVX2 void swiglu_backward_avx2(float* dgate, float* dup, const float* dout, const float* gate,
+                                           const float* up, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (int64_t b = 0; b < n; b += kBlock)
         swiglu_backward_block<vf8>(dgate + b, dup + b, dout + b, gate + b, up + b, std::min(kBlock, n - b));

@@ -182,8 +182,8 @@ TEST_P(AttentionFloat, MatchesDouble) {
                                    pr.v.data(), pr.mask.data(), pr.s);
         std::vector<float> dqf(pr.q.size()), dkf(pr.k.size()), dvf(pr.v.size());
         auto q = kt::cast<float>(pr.q), k = kt::cast<float>(pr.k), v = kt::cast<float>(pr.v), gf = kt::cast<float>(g);
-        attention_backward<float>(dqf.data(), dkf.data(), dvf.data(), gf.data(), pf.data(), q.data(), k.data(), v.data(),
-                                  pr.mask.data(), pr.s);
+        attention_backward<float>(dqf.data(), dkf.data(), dvf.data(), gf.data(), pf.data(), q.data(), k.data(),
+                                  v.data(), pr.mask.data(), pr.s);
         // dk/dv sum over up to 7 heads × 40 rows: a few 1e-6 on values of size ~1.
         kt::expect_close(dqf, dq, 5e-6, 1e-5, "dq (float)");
         kt::expect_close(dkf, dk, 5e-6, 1e-5, "dk (float)");
@@ -224,7 +224,8 @@ TEST_P(AttentionDecode, EqualsLastRowOfForward) {
                 }
                 cmask[b * S_max + t] = pr.mask[b * S + t];
             }
-            for (int64_t i = 0; i < nH * hd; ++i) q[b * nH * hd + i] = static_cast<float>(pr.q[(b * S + S - 1) * nH * hd + i]);
+            for (int64_t i = 0; i < nH * hd; ++i)
+                q[b * nH * hd + i] = static_cast<float>(pr.q[(b * S + S - 1) * nH * hd + i]);
         }
         std::vector<float> out(B * nH * hd, 5.f);
         attention_decode(out.data(), q.data(), kc.data(), vc.data(), cmask.data(), B, S, S_max, nH, nKV, hd);

@@ -43,8 +43,7 @@ std::vector<To> cast(const std::vector<From>& v) {
 // For smooth L the truncation error is h²/6 · |L'''| (≈ 1e-13 at h = 1e-6) and
 // the rounding error ε·|L|/h (≈ 2e-10 · |L| in double); tests choose a
 // tolerance above both.
-inline std::vector<double> numeric_grad(std::vector<double>& x, const std::function<double()>& loss,
-                                        double h = 1e-6) {
+inline std::vector<double> numeric_grad(std::vector<double>& x, const std::function<double()>& loss, double h = 1e-6) {
     std::vector<double> g(x.size());
     for (size_t i = 0; i < x.size(); ++i) {
         const double saved = x[i];
@@ -85,8 +84,9 @@ inline void for_each_simd_path(const std::function<void()>& body) {
     using ppolab::simd::SimdLevel;
     SimdLevel& level = ppolab::simd::simd_level();
     const SimdLevel saved = level;
-    const std::pair<SimdLevel, const char*> paths[] = {
-        {SimdLevel::avx512, "simd path: avx512"}, {SimdLevel::avx2, "simd path: avx2"}, {SimdLevel::portable, "simd path: portable"}};
+    const std::pair<SimdLevel, const char*> paths[] = {{SimdLevel::avx512, "simd path: avx512"},
+                                                       {SimdLevel::avx2, "simd path: avx2"},
+                                                       {SimdLevel::portable, "simd path: portable"}};
     for (const auto& [path, name] : paths) {
         if (path > ppolab::simd::simd_cpu_level()) continue;
         level = path;

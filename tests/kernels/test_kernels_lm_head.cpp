@@ -73,19 +73,22 @@ TEST(LmHead, GradientsMatchFiniteDifferencesOfTheFloatCode) {
         };
         auto h = kt::cast<float>(hd), W = kt::cast<float>(Wd);
         std::vector<float> dh(N * H, 4.f), dW(V * H, 0.f);
-        lm_logprobs_backward(dh.data(), dW.data(), dlogp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
+        lm_logprobs_backward(dh.data(), dW.data(), dlogp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H},
+                             N);
         kt::expect_close(dh, kt::numeric_grad(hd, loss, 1e-2), 5e-4, 1e-3, "dh");
         kt::expect_close(dW, kt::numeric_grad(Wd, loss, 1e-2), 5e-4, 1e-3, "dW");
         for (int64_t k = 0; k < H; ++k) EXPECT_EQ(dh[2 * H + k], 0.f) << "row with dlogp = 0";
 
         // dW accumulates; dh is overwritten; no dW requested leaves dh unchanged.
         std::vector<float> dh2(N * H, -7.f), dW2(V * H, 1.f);
-        lm_logprobs_backward(dh2.data(), dW2.data(), dlogp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
+        lm_logprobs_backward(dh2.data(), dW2.data(), dlogp.data(), h.data(), t.data(),
+                             {WeightType::f32, W.data(), V, H}, N);
         for (auto& x : dW2) x -= 1.f;
         kt::expect_close(dh2, dh, 0, 0, "dh overwritten");
         // Adding onto 1 and subtracting it again costs up to one ulp of 1 (1.2e-7) per element.
         kt::expect_close(dW2, dW, 2.5e-7, 0, "dW accumulated");
-        lm_logprobs_backward(dh2.data(), nullptr, dlogp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H}, N);
+        lm_logprobs_backward(dh2.data(), nullptr, dlogp.data(), h.data(), t.data(), {WeightType::f32, W.data(), V, H},
+                             N);
         kt::expect_close(dh2, dh, 0, 0, "dh without dW");
     });
 }

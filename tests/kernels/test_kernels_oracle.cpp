@@ -29,11 +29,11 @@ struct RopeCase {
 struct AttentionCase {
     AttentionShape s{3, 12, 14, 2, 16};  // Qwen2.5 head grouping (7 query heads per KV head)
     std::vector<int64_t> pad = {0, 5, 11};
-    std::vector<double> q = kt::random_vec(s.B * s.T * s.nH * s.hd, 10, -1.5, 1.5);  // (B, T, nH, hd)
+    std::vector<double> q = kt::random_vec(s.B * s.T * s.nH * s.hd, 10, -1.5, 1.5);   // (B, T, nH, hd)
     std::vector<double> k = kt::random_vec(s.B * s.T * s.nKV * s.hd, 11, -1.5, 1.5);  // (B, T, nKV, hd)
-    std::vector<double> v = kt::random_vec(s.B * s.T * s.nKV * s.hd, 12);              // (B, T, nKV, hd)
-    std::vector<double> dout = kt::random_vec(q.size(), 13);                            // (B, T, nH, hd)
-    std::vector<uint8_t> mask = std::vector<uint8_t>(s.B * s.T, 1);                      // (B, T)
+    std::vector<double> v = kt::random_vec(s.B * s.T * s.nKV * s.hd, 12);             // (B, T, nKV, hd)
+    std::vector<double> dout = kt::random_vec(q.size(), 13);                          // (B, T, nH, hd)
+    std::vector<uint8_t> mask = std::vector<uint8_t>(s.B * s.T, 1);                   // (B, T)
     kt::TorchOracle o{"attention"};
     AttentionCase() {
         for (int64_t b = 0; b < s.B; ++b)
@@ -53,15 +53,15 @@ struct LmCase {
     bool bf16_weight;
     std::vector<float> h = kt::cast<float>(kt::random_vec(N * H, 20, -2, 2));      // (N, H)
     std::vector<float> W = kt::cast<float>(kt::random_vec(V * H, 21, -0.5, 0.5));  // (V, H)
-    std::vector<bf16> Wb;                                                           // (V, H) when bf16_weight
-    std::vector<int32_t> targets;                                                   // (N)
-    std::vector<float> dlogp = kt::cast<float>(kt::random_vec(N, 22));              // (N)
+    std::vector<bf16> Wb;                                                          // (V, H) when bf16_weight
+    std::vector<int32_t> targets;                                                  // (N)
+    std::vector<float> dlogp = kt::cast<float>(kt::random_vec(N, 22));             // (N)
     kt::TorchOracle o{"lm_logprobs"};
     explicit LmCase(bool bf16) : bf16_weight(bf16) {
         ppolab::Philox rng(23);
         for (int64_t n = 0; n < N; ++n) targets.push_back(static_cast<int32_t>(rng.below(V)));
         for (int64_t n = 0; n < N; n += 7) dlogp[n] = 0.f;  // rows without a loss
-        if (bf16) {  // W becomes the BF16 values, exactly, as float
+        if (bf16) {                                         // W becomes the BF16 values, exactly, as float
             Wb.resize(W.size());
             for (size_t i = 0; i < W.size(); ++i) Wb[i] = float_to_bf16(W[i]), W[i] = bf16_to_float(Wb[i]);
         }
@@ -72,7 +72,8 @@ struct LmCase {
         o.put("dlogp", dlogp);
     }
     WeightView view() const {
-        return bf16_weight ? WeightView{WeightType::bf16, Wb.data(), V, H} : WeightView{WeightType::f32, W.data(), V, H};
+        return bf16_weight ? WeightView{WeightType::bf16, Wb.data(), V, H}
+                           : WeightView{WeightType::f32, W.data(), V, H};
     }
 };
 

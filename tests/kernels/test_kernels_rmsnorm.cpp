@@ -10,10 +10,10 @@ constexpr double kEps = 1e-6;
 
 struct Case {
     int64_t N = 3, C = 7;
-    std::vector<double> x = kt::random_vec(21, 1, -2, 2);           // (N, C)
-    std::vector<double> w = kt::random_vec(7, 2, 0.5, 1.5);         // (C)
-    std::vector<double> probe = kt::random_vec(21, 3);              // (N, C) loss weights
-    double loss() const {                                           // Σ probe · rmsnorm(x)
+    std::vector<double> x = kt::random_vec(21, 1, -2, 2);    // (N, C)
+    std::vector<double> w = kt::random_vec(7, 2, 0.5, 1.5);  // (C)
+    std::vector<double> probe = kt::random_vec(21, 3);       // (N, C) loss weights
+    double loss() const {                                    // Σ probe · rmsnorm(x)
         std::vector<double> out(N * C), rstd(N);
         rmsnorm_forward<double>(out.data(), rstd.data(), x.data(), w.data(), N, C, kEps);
         return kt::dot(out, probe);
