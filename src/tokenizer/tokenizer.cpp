@@ -158,7 +158,7 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, std::string_view wher
     for (auto& [token, id] : file.vocab) {
         if (id < 0 || id >= kMaxTokenId)
             fail(where, ": field 'model.vocab' entry \"", token, "\" has id ", id, "; expected 0..", kMaxTokenId - 1);
-        if (!t.vocab_.emplace(std::move(token), static_cast<int32_t>(id)).second)
+        if (!t.vocab_.try_emplace(std::move(token), static_cast<int32_t>(id)).second)
             fail(where, ": field 'model.vocab' has the token \"", token, "\" twice");
         max_id = std::max(max_id, id);
     }
@@ -183,7 +183,7 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, std::string_view wher
         // vocab and the added tokens so far. A file that says otherwise would
         // load with other ids there, so it is refused.
         const int64_t entries = static_cast<int64_t>(t.vocab_.size());
-        int64_t expected = max_added < 0 || max_added < entries ? entries : max_added + 1;
+        int64_t expected = max_added < entries ? entries : max_added + 1;
         if (auto v = t.vocab_.find(tok.content); v != t.vocab_.end()) expected = v->second;
         if (id != expected)
             fail(where, ": field '", field, ".id' is ", id, " for \"", tok.content, "\"; the tokenizers library gives it id ",

@@ -229,6 +229,14 @@ TEST(TokenizerJson, MalformedFilesGiveClearErrors) {
     EXPECT_TRUE(has(with([](json& j) { j["added_tokens"][0].erase("content"); }), "missing field 'content'"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["unk_token"] = "<unk>"; }), "model.unk_token"));
 
+    {
+        std::string text = good.dump();
+        size_t at = text.find("\"ab\":256");
+        ASSERT_NE(at, std::string::npos);
+        text.insert(at, "\"ab\":300,");  // the same key twice in model.vocab
+        EXPECT_TRUE(has(error_of([&] { Tokenizer::from_json_text(text, "dupkey.json"); }),
+                        "field 'model.vocab' has the token \"ab\" twice"));
+    }
     EXPECT_TRUE(has(error_of([] { Tokenizer::from_file("/nonexistent/tok"); }), "/nonexistent/tok"));
 }
 
