@@ -199,6 +199,11 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, std::string_view wher
         t.added_.push_back(std::move(tok));
     }
     if (max_id < 0) fail(where, ": the tokenizer has no tokens (field 'model.vocab' is empty)");
+    for (int32_t k = 0; k < static_cast<int32_t>(t.added_.size()); ++k) {
+        AddedTokenSet& set = t.added_[k].normalized ? t.normalized_added_ : t.raw_added_;
+        set.tokens.push_back(k);
+        set.first_byte[static_cast<unsigned char>(t.added_[k].content[0])] = true;
+    }
 
     // --- id tables ---
     size_t n = static_cast<size_t>(max_id + 1);
@@ -274,15 +279,18 @@ namespace {
 // Leftmost-longest search of added tokens in text; calls plain(span) for the
 // text between matches and token(id) for each match.
 template <typename Plain, typename Token>
-void split_on_added(std::string_view text, const std::vector<const AddedToken*>& tokens, Plain&& plain,
-                    Token&& token) {
+void split_on_added(std::string_view text, const AddedTokenSet& set, const std::vector<AddedToken>& added,
+                    Plain&& plain, Token&& token) {
     size_t start = 0, pos = 0;
     while (pos < text.size()) {
         const AddedToken* best = nullptr;
-        for (const AddedToken* a : tokens)
-            if (text.compare(pos, a->content.size(), a->content) == 0 &&
-                (!best || a->content.size() > best->content.size()))
-                best = a;
+        if (set.first_byte[static_cast<unsigned char>(text[pos])])
+            for (int32_t k : set.tokens) {
+                const AddedToken& a = added[k];
+                if (text.compare(pos, a.content.size(), a.content) == 0 &&
+                    (!best || a.content.size() > best->content.size()))
+                    best = &a;
+            }
         if (!best) {
             ++pos;
             continue;
@@ -300,15 +308,14 @@ void split_on_added(std::string_view text, const std::vector<const AddedToken*>&
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
     if (size_t bad = utf8_invalid_offset(text); bad != std::string_view::npos)
         fail("tokenizer input: text is not valid UTF-8 (invalid byte sequence at byte ", bad, ")");
-    std::vector<const AddedToken*> raw, normalized;
-    for (const AddedToken& a : added_) (a.normalized ? normalized : raw).push_back(&a);
     std::vector<int32_t> out;
     auto emit = [&](int32_t id) { out.push_back(id); };
     split_on_added(
-        text, raw,
+        text, raw_added_, added_,
         [&](std::string_view span) {
             std::string norm = nfc_ ? nfc_normalize(span) : std::string(span);
-            split_on_added(norm, normalized, [&](std::string_view rest) { encode_plain(rest, out); }, emit);
+            split_on_added(norm, normalized_added_, added_, [&](std::string_view rest) { encode_plain(rest, out); },
+                           emit);
         },
         emit);
     return out;

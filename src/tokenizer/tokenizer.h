@@ -8,6 +8,7 @@
 // the pre-tokenizer regex, spelled with GPT-2's byte-to-unicode map and
 // merged by BPE rank. No BOS/EOS is added (Qwen2 adds none).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -28,6 +29,12 @@ struct AddedToken {
     std::string content;
     bool special = false;
     bool normalized = false;  // matched after NFC instead of in the raw text
+};
+
+// Added tokens matched in one pass, with the first bytes they can start with.
+struct AddedTokenSet {
+    std::vector<int32_t> tokens;  // indices into Tokenizer::added_tokens()
+    std::array<bool, 256> first_byte{};
 };
 
 class Tokenizer {
@@ -78,6 +85,8 @@ private:
     StringMap added_ids_;  // content -> id
     std::unordered_map<uint64_t, Merge> merges_;          // (left id, right id) -> rank, merged id
     std::vector<AddedToken> added_;
+    AddedTokenSet raw_added_;         // normalized=false: matched in the raw text
+    AddedTokenSet normalized_added_;  // normalized=true: matched after NFC
     std::vector<std::string> pieces_;  // (vocab_size) raw bytes of each id
     std::vector<uint8_t> has_;         // (vocab_size) 1 where the id is a token
     std::vector<uint8_t> special_;     // (vocab_size)
