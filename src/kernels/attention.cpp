@@ -140,7 +140,8 @@ static void attention_backward_generic(T* dq, T* dk, T* dv, const T* dout, const
 // body for AVX-512 (16 lanes) and AVX2 (8 lanes), chosen at run time; the
 // generic loops above serve double (gradient checks), other head sizes and
 // CPUs without AVX2.
-//   forward, per (batch row, query head): Kᵀ (hd, Tp) is built once; blocks of
+//   forward, per (batch row, query head): Kᵀ is built once, in contiguous
+//   (hd × NW vectors) panels; blocks of
 //   R = 4 query rows compute S = q·Kᵀ with R×NW vector accumulators (NW = 4
 //   vectors of columns on AVX-512, 2 on AVX2; no horizontal sums), the
 //   softmax runs on whole vectors (masked scores are −∞, a polynomial exp
@@ -168,26 +169,59 @@ PPOLAB_SIMD_INLINE float* attn_scratch(size_t n) {
 // Columns padded to a multiple of the vector width.
 PPOLAB_SIMD_INLINE int64_t attn_padded(int64_t T, int64_t L) { return (T + L - 1) / L * L; }
 
-// X (T rows of stride `stride`, hd wide) → XT (hd, Tp), zero beyond T.
-PPOLAB_SIMD_INLINE void attn_transpose(float* XT, const float* X, int64_t stride, int64_t T, int64_t Tp, int64_t hd) {
-    for (int64_t j = 0; j < T; ++j)
-        for (int64_t d = 0; d < hd; ++d) XT[d * Tp + j] = X[j * stride + d];
-    for (int64_t d = 0; d < hd; ++d)
-        for (int64_t j = T; j < Tp; ++j) XT[d * Tp + j] = 0.f;
+// Xᵀ in column blocks of CB = NW·L: element (d, j) at (j / CB)·hd·CB + d·CB + j % CB,
+// so the microkernel below streams one contiguous (hd × CB) panel per block.
+template <class V, int NW>
+PPOLAB_SIMD_INLINE int64_t attn_panel_cols(int64_t T) {
+    constexpr int64_t CB = NW * static_cast<int64_t>(sizeof(V) / 4);
+    return (T + CB - 1) / CB * CB;
+}
+template <class V, int NW>
+PPOLAB_SIMD_INLINE const float* attn_panel_at(const float* XT, int64_t hd, int64_t d, int64_t j) {
+    constexpr int64_t CB = NW * static_cast<int64_t>(sizeof(V) / 4);
+    return XT + (j / CB) * hd * CB + d * CB + j % CB;
 }
 
-// S[r][j] = a_r · XT[:, j] for the R rows a_r (length hd), j in [j0, j1), NW
-// vectors of columns at a time (R×NW accumulators), then single vectors.
+// X (T rows of stride `stride`, hd wide) → XT panels (hd × attn_panel_cols), zero beyond T.
+template <class V, int NW>
+PPOLAB_SIMD_INLINE void attn_transpose(float* XT, const float* X, int64_t stride, int64_t T, int64_t hd) {
+    constexpr int64_t CB = NW * static_cast<int64_t>(sizeof(V) / 4);
+    const int64_t Tb = attn_panel_cols<V, NW>(T);
+    for (int64_t j0 = 0; j0 < Tb; j0 += CB) {
+        float* panel = XT + (j0 / CB) * hd * CB;  // (hd, CB)
+        for (int64_t jj = 0; jj < CB; ++jj) {
+            const int64_t j = j0 + jj;
+            if (j < T)
+                for (int64_t d = 0; d < hd; ++d) panel[d * CB + jj] = X[j * stride + d];
+            else
+                for (int64_t d = 0; d < hd; ++d) panel[d * CB + jj] = 0.f;
+        }
+    }
+}
+
+// S[r][j] = a_r · Xᵀ[:, j] for the R rows a_r (length hd), j in [j0, j1) (multiples
+// of L): whole panels with R×NW accumulators, single vectors at the edges.
 template <class V, int NW>
 PPOLAB_SIMD_INLINE void attn_rows_times_xt(float* S, int64_t Tp, const float* const* a, const float* XT, int64_t hd,
                                            int64_t j0, int64_t j1) {
-    constexpr int64_t L = sizeof(V) / 4;
+    constexpr int64_t L = sizeof(V) / 4, CB = NW * L;
     int64_t j = j0;
-    for (; j + NW * L <= j1; j += NW * L) {
+    auto single = [&](int64_t jv) {
+        V acc[kRows] = {};
+        const float* x = attn_panel_at<V, NW>(XT, hd, 0, jv);
+        for (int64_t d = 0; d < hd; ++d) {
+            const V xv = vload<V>(x + d * CB);
+            for (int r = 0; r < kRows; ++r) acc[r] += vbcast<V>(a[r] + d) * xv;
+        }
+        for (int r = 0; r < kRows; ++r) vstore(S + r * Tp + jv, acc[r]);
+    };
+    for (; j < j1 && j % CB != 0; j += L) single(j);
+    for (; j + CB <= j1; j += CB) {
         V acc[kRows][NW] = {};
+        const float* panel = attn_panel_at<V, NW>(XT, hd, 0, j);  // (hd, CB)
         for (int64_t d = 0; d < hd; ++d) {
             V x[NW];
-            for (int n = 0; n < NW; ++n) x[n] = vload<V>(XT + d * Tp + j + n * L);
+            for (int n = 0; n < NW; ++n) x[n] = vload<V>(panel + d * CB + n * L);
             for (int r = 0; r < kRows; ++r) {
                 const V ab = vbcast<V>(a[r] + d);
                 for (int n = 0; n < NW; ++n) acc[r][n] += ab * x[n];
@@ -196,14 +230,7 @@ PPOLAB_SIMD_INLINE void attn_rows_times_xt(float* S, int64_t Tp, const float* co
         for (int r = 0; r < kRows; ++r)
             for (int n = 0; n < NW; ++n) vstore(S + r * Tp + j + n * L, acc[r][n]);
     }
-    for (; j < j1; j += L) {
-        V acc[kRows] = {};
-        for (int64_t d = 0; d < hd; ++d) {
-            const V x = vload<V>(XT + d * Tp + j);
-            for (int r = 0; r < kRows; ++r) acc[r] += vbcast<V>(a[r] + d) * x;
-        }
-        for (int r = 0; r < kRows; ++r) vstore(S + r * Tp + j, acc[r]);
-    }
+    for (; j < j1; j += L) single(j);
 }
 
 // y_r[c] = Σ_{j in [j0, j1]} W[r][j] · x_j[c] (x_j = X + j·stride) for all R rows,
@@ -278,17 +305,18 @@ PPOLAB_SIMD_INLINE void attn_forward_head(float* out, float* probs, const float*
     constexpr int64_t L = sizeof(V) / 4;
     const int64_t Tn = s.T, nH = s.nH, nKV = s.nKV, hd = s.hd, kvh = h / (nH / nKV), Tp = attn_padded(Tn, L);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-    const uint8_t* mb = mask + b * Tn;                                          // (T)
-    float* kt = attn_scratch(static_cast<size_t>((hd + kRows + 1) * Tp + hd));  // (hd, Tp) Kᵀ
-    float* S = kt + hd * Tp;                                                    // (R, Tp) scores, then weights
-    float* bias = S + kRows * Tp;                                               // (Tp) 0 or −∞
-    float* sink = bias + Tp;                                                    // (hd) output of rows past T
-    const float* kb = k + (b * Tn * nKV + kvh) * hd;                            // row j at kb + j·nKV·hd
+    const uint8_t* mb = mask + b * Tn;  // (T)
+    const int64_t Tb = attn_panel_cols<V, NW>(Tn);
+    float* kt = attn_scratch(static_cast<size_t>(hd * Tb + (kRows + 1) * Tp + hd));  // Kᵀ panels (hd × Tb)
+    float* S = kt + hd * Tb;                                                         // (R, Tp) scores, then weights
+    float* bias = S + kRows * Tp;                                                    // (Tp) 0 or −∞
+    float* sink = bias + Tp;                                                         // (hd) output of rows past T
+    const float* kb = k + (b * Tn * nKV + kvh) * hd;                                 // row j at kb + j·nKV·hd
     const float* vb = v + (b * Tn * nKV + kvh) * hd;
     int64_t first = 0;  // first real key position
     while (first < Tn && !mb[first]) ++first;
     for (int64_t j = 0; j < Tp; ++j) bias[j] = j < Tn && mb[j] ? 0.f : -std::numeric_limits<float>::infinity();
-    attn_transpose(kt, kb, nKV * hd, Tn, Tp, hd);
+    attn_transpose<V, NW>(kt, kb, nKV * hd, Tn, hd);
     for (int64_t t0 = 0; t0 < Tn; t0 += kRows) {
         const int rows = static_cast<int>(std::min<int64_t>(kRows, Tn - t0));
         const int64_t tmax = t0 + rows - 1;
@@ -350,12 +378,13 @@ PPOLAB_SIMD_INLINE void attn_backward_group(float* dq, float* dk, float* dv, con
     constexpr int64_t L = sizeof(V) / 4;
     const int64_t Tn = s.T, nH = s.nH, nKV = s.nKV, hd = s.hd, group = nH / nKV, Tp = attn_padded(Tn, L);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-    const uint8_t* mb = mask + b * Tn;                                               // (T)
-    float* vt = attn_scratch(static_cast<size_t>((hd + Tn + 2 * kRows) * Tp + hd));  // (hd, Tp) Vᵀ
-    float* dS = vt + hd * Tp;                                                        // (T, Tp) dS of one head
-    float* dP = dS + Tn * Tp;                                                        // (R, Tp) dP of a block
-    float* P = dP + kRows * Tp;                                                      // (R, Tp) probabilities
-    float* sink = P + kRows * Tp;                                                    // (hd) dq of rows past T
+    const uint8_t* mb = mask + b * Tn;  // (T)
+    const int64_t Tb = attn_panel_cols<V, NW>(Tn);
+    float* vt = attn_scratch(static_cast<size_t>(hd * Tb + (Tn + 2 * kRows) * Tp + hd));  // Vᵀ panels (hd × Tb)
+    float* dS = vt + hd * Tb;                                                             // (T, Tp) dS of one head
+    float* dP = dS + Tn * Tp;                                                             // (R, Tp) dP of a block
+    float* P = dP + kRows * Tp;                                                           // (R, Tp) probabilities
+    float* sink = P + kRows * Tp;                                                         // (hd) dq of rows past T
     const int64_t kvstride = nKV * hd, qstride = nH * hd;
     const float* kb = k + (b * Tn * nKV + kvh) * hd;  // row j at kb + j·kvstride
     const float* vb = v + (b * Tn * nKV + kvh) * hd;
@@ -372,7 +401,7 @@ PPOLAB_SIMD_INLINE void attn_backward_group(float* dq, float* dk, float* dv, con
             for (int64_t t = 0; t < Tn; ++t) std::fill_n(dq + ((b * Tn + t) * nH + h) * hd, hd, 0.f);
         return;
     }
-    attn_transpose(vt, vb, kvstride, Tn, Tp, hd);
+    attn_transpose<V, NW>(vt, vb, kvstride, Tn, hd);
     for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
         const float* ph = probs + (b * nH + h) * Tn * Tn;  // (T, T)
         const float* qh = q + (b * Tn * nH + h) * hd;      // row t at qh + t·qstride
