@@ -1,8 +1,8 @@
 // matmul_avx512.cpp — small-M (decode) kernels: Y[M,N] = X[M,K]·W[N,K]ᵀ for
 // M ≤ 8 rows. At one row a GEMM library is slow (it is built for reuse of
 // the weights, and at M = 1 there is none): here the weight matrix is simply
-// streamed once from memory, NR rows at a time, against all M input rows
-// held in L1, which makes the kernel memory-bound at the machine's bandwidth.
+// streamed once from memory, front to back, against all M input rows held
+// in L1, which makes the kernel memory-bound at the machine's bandwidth.
 //
 // BF16 weights: `vdpbf16ps` (32 bf16 products per instruction, FP32
 // accumulation), X rounded to BF16 once with `vcvtne2ps2bf16` (round to
@@ -65,38 +65,47 @@ PPOLAB_AVX512 inline float lane_sum(__m512 v) {
     return _mm_cvtss_f32(b);
 }
 
-// One tile: NR consecutive weight rows × MR input rows, full K.
-// Xb: (MR, K) BF16 rows with stride ldx; W: (NR, K) rows of the weight;
-// Y: (MR, ·) with stride ldy, columns [0, NR).
-template <int NR, int MR>
-PPOLAB_AVX512 inline void tile_bf16(float* Y, int64_t ldy, const bf16* Xb, int64_t ldx, const bf16* W, int64_t K,
-                                    bool accumulate) {
-    __m512 acc[NR][MR];
-    for (int i = 0; i < NR; ++i)
-        for (int j = 0; j < MR; ++j) acc[i][j] = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 32 <= K; k += 32) {
-        __m512bh w[NR];
-        for (int i = 0; i < NR; ++i) w[i] = (__m512bh)_mm512_loadu_si512(W + i * K + k);
-        for (int j = 0; j < MR; ++j) {
-            __m512bh x = (__m512bh)_mm512_loadu_si512(Xb + j * ldx + k);
-            for (int i = 0; i < NR; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x, w[i]);
-        }
-    }
-    if (k < K) {
-        __mmask32 m = static_cast<__mmask32>((1ull << (K - k)) - 1);
-        __m512bh w[NR];
-        for (int i = 0; i < NR; ++i) w[i] = (__m512bh)_mm512_maskz_loadu_epi16(m, W + i * K + k);
-        for (int j = 0; j < MR; ++j) {
-            __m512bh x = (__m512bh)_mm512_maskz_loadu_epi16(m, Xb + j * ldx + k);
-            for (int i = 0; i < NR; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x, w[i]);
-        }
-    }
+// One weight row against MR input rows, read front to back in U·64-byte
+// steps with U independent accumulators per input row: each thread's
+// range of rows is then a single sequential stream (the hardware
+// prefetcher's best case), which the NR-row tiles above are not.
+template <int MR, int U>
+PPOLAB_AVX512 inline void row_bf16(float* Y, int64_t ldy, const bf16* Xb, int64_t ldx, const bf16* W, int64_t K,
+                                   bool accumulate) {
+    static_assert(U >= 2 && U <= 4);
+    __m512 acc[MR][U];
     for (int j = 0; j < MR; ++j)
-        for (int i = 0; i < NR; ++i) {
-            float s = lane_sum(acc[i][j]);
-            Y[j * ldy + i] = accumulate ? Y[j * ldy + i] + s : s;
-        }
+        for (int u = 0; u < U; ++u) acc[j][u] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 32 * U <= K; k += 32 * U) {
+        __m512bh w[U];
+        for (int u = 0; u < U; ++u) w[u] = (__m512bh)_mm512_loadu_si512(W + k + 32 * u);
+        for (int j = 0; j < MR; ++j)
+            for (int u = 0; u < U; ++u)
+                acc[j][u] = _mm512_dpbf16_ps(acc[j][u], (__m512bh)_mm512_loadu_si512(Xb + j * ldx + k + 32 * u), w[u]);
+    }
+    for (; k < K; k += 32) {
+        const int64_t r = std::min<int64_t>(32, K - k);
+        __mmask32 m = static_cast<__mmask32>(r == 32 ? 0xffffffffu : (1u << r) - 1);
+        __m512bh w = (__m512bh)_mm512_maskz_loadu_epi16(m, W + k);
+        for (int j = 0; j < MR; ++j)
+            acc[j][0] = _mm512_dpbf16_ps(acc[j][0], (__m512bh)_mm512_maskz_loadu_epi16(m, Xb + j * ldx + k), w);
+    }
+    for (int j = 0; j < MR; ++j) {
+        __m512 t = acc[j][0];
+        for (int u = 1; u < U; ++u) t = _mm512_add_ps(t, acc[j][u]);
+        float s = lane_sum(t);
+        Y[j * ldy] = accumulate ? Y[j * ldy] + s : s;
+    }
+}
+
+// Register budget (32 zmm): MR·U accumulators + U weight vectors + 1 input.
+template <int MR, int U = (MR <= 6 ? 4 : 3)>
+PPOLAB_AVX512 void stream_rows_bf16(float* Y, int64_t ldy, const bf16* X, int64_t ldx, const bf16* W, int64_t N,
+                                    int64_t K, bool accumulate) {
+    const bool parallel = N * K >= (1 << 16);
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t n = 0; n < N; ++n) row_bf16<MR, U>(Y + n, ldy, X, ldx, W + n * K, K, accumulate);
 }
 
 template <int NR, int MR>
@@ -131,48 +140,59 @@ PPOLAB_AVX512 inline void tile_f32(float* Y, int64_t ldy, const float* X, int64_
 }
 
 // Y (MR, N) for MR input rows: the weight streamed once, NR rows per tile,
-// tiles split between the OpenMP threads in contiguous ranges (one
-// sequential stream per thread).
-template <typename T, int NR, int MR>
-PPOLAB_AVX512 void rows_kernel(float* Y, int64_t ldy, const T* X, int64_t ldx, const T* W, int64_t N, int64_t K,
-                               bool accumulate) {
+// tiles split between the OpenMP threads in contiguous ranges.
+template <int NR, int MR>
+PPOLAB_AVX512 void rows_kernel(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int64_t N,
+                               int64_t K, bool accumulate) {
     const int64_t tiles = (N + NR - 1) / NR;
     const bool parallel = N * K >= (1 << 16);
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t t = 0; t < tiles; ++t) {
         const int64_t n0 = t * NR;
         if (n0 + NR <= N) {
-            if constexpr (sizeof(T) == 2)
-                tile_bf16<NR, MR>(Y + n0, ldy, X, ldx, W + n0 * K, K, accumulate);
-            else
-                tile_f32<NR, MR>(Y + n0, ldy, X, ldx, W + n0 * K, K, accumulate);
+            tile_f32<NR, MR>(Y + n0, ldy, X, ldx, W + n0 * K, K, accumulate);
         } else {
-            for (int64_t n = n0; n < N; ++n) {
-                if constexpr (sizeof(T) == 2)
-                    tile_bf16<1, MR>(Y + n, ldy, X, ldx, W + n * K, K, accumulate);
-                else
-                    tile_f32<1, MR>(Y + n, ldy, X, ldx, W + n * K, K, accumulate);
-            }
+            for (int64_t n = n0; n < N; ++n) tile_f32<1, MR>(Y + n, ldy, X, ldx, W + n * K, K, accumulate);
         }
     }
 }
 
-// Register budget (32 zmm): NR·MR accumulators + NR weight vectors + 1 input.
-template <typename T>
-void small_m_dispatch(float* Y, const T* X, const T* W, int64_t M, int64_t N, int64_t K, bool accumulate) {
+// BF16 weights: one sequential stream per thread (measured 15–23 GB/s per
+// core vs 11–12 for 8-row tiles at K = 896 under load; BENCHMARKS.md).
+void small_m_bf16(float* Y, const bf16* X, const bf16* W, int64_t M, int64_t N, int64_t K, bool accumulate) {
     for (int64_t m0 = 0; m0 < M; m0 += 8) {
         const int64_t mr = std::min<int64_t>(8, M - m0);
         float* y = Y + m0 * N;
-        const T* x = X + m0 * K;
+        const bf16* x = X + m0 * K;
         switch (mr) {
-            case 1: rows_kernel<T, 8, 1>(y, N, x, K, W, N, K, accumulate); break;
-            case 2: rows_kernel<T, 6, 2>(y, N, x, K, W, N, K, accumulate); break;
-            case 3: rows_kernel<T, 4, 3>(y, N, x, K, W, N, K, accumulate); break;
-            case 4: rows_kernel<T, 4, 4>(y, N, x, K, W, N, K, accumulate); break;
-            case 5: rows_kernel<T, 4, 5>(y, N, x, K, W, N, K, accumulate); break;
-            case 6: rows_kernel<T, 3, 6>(y, N, x, K, W, N, K, accumulate); break;
-            case 7: rows_kernel<T, 3, 7>(y, N, x, K, W, N, K, accumulate); break;
-            default: rows_kernel<T, 3, 8>(y, N, x, K, W, N, K, accumulate); break;
+            case 1: stream_rows_bf16<1>(y, N, x, K, W, N, K, accumulate); break;
+            case 2: stream_rows_bf16<2>(y, N, x, K, W, N, K, accumulate); break;
+            case 3: stream_rows_bf16<3>(y, N, x, K, W, N, K, accumulate); break;
+            case 4: stream_rows_bf16<4>(y, N, x, K, W, N, K, accumulate); break;
+            case 5: stream_rows_bf16<5>(y, N, x, K, W, N, K, accumulate); break;
+            case 6: stream_rows_bf16<6>(y, N, x, K, W, N, K, accumulate); break;
+            case 7: stream_rows_bf16<7>(y, N, x, K, W, N, K, accumulate); break;
+            default: stream_rows_bf16<8>(y, N, x, K, W, N, K, accumulate); break;
+        }
+    }
+}
+
+// FP32 weights: NR-row tiles.
+// Register budget (32 zmm): NR·MR accumulators + NR weight vectors + 1 input.
+void small_m_f32(float* Y, const float* X, const float* W, int64_t M, int64_t N, int64_t K, bool accumulate) {
+    for (int64_t m0 = 0; m0 < M; m0 += 8) {
+        const int64_t mr = std::min<int64_t>(8, M - m0);
+        float* y = Y + m0 * N;
+        const float* x = X + m0 * K;
+        switch (mr) {
+            case 1: rows_kernel<8, 1>(y, N, x, K, W, N, K, accumulate); break;
+            case 2: rows_kernel<6, 2>(y, N, x, K, W, N, K, accumulate); break;
+            case 3: rows_kernel<4, 3>(y, N, x, K, W, N, K, accumulate); break;
+            case 4: rows_kernel<4, 4>(y, N, x, K, W, N, K, accumulate); break;
+            case 5: rows_kernel<4, 5>(y, N, x, K, W, N, K, accumulate); break;
+            case 6: rows_kernel<3, 6>(y, N, x, K, W, N, K, accumulate); break;
+            case 7: rows_kernel<3, 7>(y, N, x, K, W, N, K, accumulate); break;
+            default: rows_kernel<3, 8>(y, N, x, K, W, N, K, accumulate); break;
         }
     }
 }
@@ -203,9 +223,9 @@ void small_m_forward(float* Y, const float* X, WeightView W, int64_t M, bool acc
         thread_local std::vector<bf16> xb;  // (M, K) X rounded to BF16
         if (static_cast<int64_t>(xb.size()) < M * K) xb.resize(M * K);
         convert_to_bf16(xb.data(), X, M * K);
-        small_m_dispatch<bf16>(Y, xb.data(), static_cast<const bf16*>(W.data), M, N, K, accumulate);
+        small_m_bf16(Y, xb.data(), static_cast<const bf16*>(W.data), M, N, K, accumulate);
     } else {
-        small_m_dispatch<float>(Y, X, static_cast<const float*>(W.data), M, N, K, accumulate);
+        small_m_f32(Y, X, static_cast<const float*>(W.data), M, N, K, accumulate);
     }
 }
 
