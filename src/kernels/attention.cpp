@@ -201,21 +201,26 @@ PPOLAB_SIMD_INLINE void attn_transpose(float* XT, const float* X, int64_t stride
 
 // S[r][j] = a_r · Xᵀ[:, j] for the R rows a_r (length hd), j in [j0, j1) (multiples
 // of L): whole panels with R×NW accumulators, single vectors at the edges.
+// One vector of columns at jv (a multiple of L) of the product below.
+template <class V, int NW>
+PPOLAB_SIMD_INLINE void attn_rows_times_xt_single(float* S, int64_t Tp, const float* const* a, const float* XT,
+                                                  int64_t hd, int64_t jv) {
+    constexpr int64_t CB = NW * static_cast<int64_t>(sizeof(V) / 4);
+    V acc[kRows] = {};
+    const float* x = attn_panel_at<V, NW>(XT, hd, 0, jv);
+    for (int64_t d = 0; d < hd; ++d) {
+        const V xv = vload<V>(x + d * CB);
+        for (int r = 0; r < kRows; ++r) acc[r] += vbcast<V>(a[r] + d) * xv;
+    }
+    for (int r = 0; r < kRows; ++r) vstore(S + r * Tp + jv, acc[r]);
+}
+
 template <class V, int NW>
 PPOLAB_SIMD_INLINE void attn_rows_times_xt(float* S, int64_t Tp, const float* const* a, const float* XT, int64_t hd,
                                            int64_t j0, int64_t j1) {
     constexpr int64_t L = sizeof(V) / 4, CB = NW * L;
     int64_t j = j0;
-    auto single = [&](int64_t jv) {
-        V acc[kRows] = {};
-        const float* x = attn_panel_at<V, NW>(XT, hd, 0, jv);
-        for (int64_t d = 0; d < hd; ++d) {
-            const V xv = vload<V>(x + d * CB);
-            for (int r = 0; r < kRows; ++r) acc[r] += vbcast<V>(a[r] + d) * xv;
-        }
-        for (int r = 0; r < kRows; ++r) vstore(S + r * Tp + jv, acc[r]);
-    };
-    for (; j < j1 && j % CB != 0; j += L) single(j);
+    for (; j < j1 && j % CB != 0; j += L) attn_rows_times_xt_single<V, NW>(S, Tp, a, XT, hd, j);
     for (; j + CB <= j1; j += CB) {
         V acc[kRows][NW] = {};
         const float* panel = attn_panel_at<V, NW>(XT, hd, 0, j);  // (hd, CB)
@@ -230,7 +235,7 @@ PPOLAB_SIMD_INLINE void attn_rows_times_xt(float* S, int64_t Tp, const float* co
         for (int r = 0; r < kRows; ++r)
             for (int n = 0; n < NW; ++n) vstore(S + r * Tp + j + n * L, acc[r][n]);
     }
-    for (; j < j1; j += L) single(j);
+    for (; j < j1; j += L) attn_rows_times_xt_single<V, NW>(S, Tp, a, XT, hd, j);
 }
 
 // y_r[c] = Σ_{j in [j0, j1]} W[r][j] · x_j[c] (x_j = X + j·stride) for all R rows,
@@ -287,7 +292,9 @@ PPOLAB_SIMD_INLINE void attn_transposed_block(float* D, int64_t ldd, const float
         for (int jj = 0; jj < JB; ++jj)
             for (int n = 0; n < NW; ++n) vstore(D + (jb + jj) * ldd + c + n * L, acc[jj][n]);
     }
-    if (c < hd) attn_transposed_block<V, 1, JB>(D + c, ldd, A, lda, X + c, ldx, hd - c, jb, T);
+    if constexpr (NW > 1) {  // hd is a multiple of L: single vectors finish the row
+        if (c < hd) attn_transposed_block<V, 1, JB>(D + c, ldd, A, lda, X + c, ldx, hd - c, jb, T);
+    }
 }
 
 // D_j += Σ_t A[t][j] · X_t for every j in [j0, T).
