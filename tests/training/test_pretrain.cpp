@@ -237,7 +237,9 @@ TEST(PretrainPacking, WholeDocumentsEveryOneOncePerEpoch) {
                 const int64_t n = static_cast<int64_t>(ex[id].tokens.size());
                 for (int64_t k = 0; k < n; ++k) {
                     ASSERT_EQ(b.tokens[r * T + u + k], ex[id].tokens[k]);
-                    if (u + k > 0) EXPECT_EQ(b.target[r * T + u + k], ex[id].loss[k]);
+                    if (u + k > 0) {
+                        EXPECT_EQ(b.target[r * T + u + k], ex[id].loss[k]);
+                    }
                 }
                 ++seen[id];
                 u += n;
