@@ -1,0 +1,116 @@
+#include "training/ppo_math.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/error.h"
+
+namespace ppolab {
+
+MissingEos parse_missing_eos(const std::string& text) {
+    if (text == "replace") return MissingEos::replace;
+    if (text == "add") return MissingEos::add;
+    fail("config: ppo.missing_eos must be 'replace' or 'add', got '", text, "'");
+}
+
+std::vector<double> ppo_token_rewards(const std::vector<float>& old_logp, const std::vector<float>& ref_logp,
+                                      double score, bool ended_with_eos, const RewardConfig& c) {
+    const size_t n = old_logp.size();
+    if (n == 0 || ref_logp.size() != n)
+        fail("ppo_token_rewards: ", n, " sampling log-probs and ", ref_logp.size(), " reference log-probs");
+    std::vector<double> r(n);
+    for (size_t t = 0; t < n; ++t)
+        r[t] = -c.beta * (static_cast<double>(old_logp[t]) - static_cast<double>(ref_logp[t]));
+    if (ended_with_eos)
+        r[n - 1] += score;
+    else if (c.missing_eos == MissingEos::replace)
+        r[n - 1] += c.missing_eos_penalty;
+    else
+        r[n - 1] += score + c.missing_eos_penalty;
+    return r;
+}
+
+Advantages ppo_gae(const std::vector<double>& rewards, const std::vector<float>& values, double gamma, double lambda) {
+    const size_t n = rewards.size();
+    if (values.size() != n) fail("ppo_gae: ", n, " rewards and ", values.size(), " values");
+    Advantages out;
+    out.advantages.assign(n, 0.0);
+    out.returns.assign(n, 0.0);
+    double next_advantage = 0.0, next_value = 0.0;
+    for (size_t i = n; i-- > 0;) {
+        const double not_done = i + 1 == n ? 0.0 : 1.0;  // the episode ends at the last token
+        const double delta = rewards[i] + gamma * not_done * next_value - static_cast<double>(values[i]);
+        const double a = delta + gamma * lambda * not_done * next_advantage;
+        out.advantages[i] = a;
+        out.returns[i] = a + static_cast<double>(values[i]);
+        next_advantage = a;
+        next_value = static_cast<double>(values[i]);
+    }
+    return out;
+}
+
+ActorLoss ppo_actor_loss(const std::vector<float>& logp_now, const std::vector<float>& old_logp,
+                         const std::vector<double>& advantages, double eps) {
+    const size_t n = logp_now.size();
+    if (n == 0 || old_logp.size() != n || advantages.size() != n)
+        fail("ppo_actor_loss: sizes ", n, ", ", old_logp.size(), ", ", advantages.size());
+    ActorLoss out;
+    out.dlogp.assign(n, 0.0);
+    double clipped = 0;
+    for (size_t t = 0; t < n; ++t) {
+        const double diff = static_cast<double>(logp_now[t]) - static_cast<double>(old_logp[t]);
+        const double ratio = std::exp(diff);
+        const double A = advantages[t];
+        const double unclipped = ratio * A;
+        const double bounded = std::clamp(ratio, 1.0 - eps, 1.0 + eps) * A;
+        // −min(ρA, clip(ρ)A): the clipped branch wins (and has no gradient)
+        // only when it is strictly smaller — A > 0 clips at 1+ε, A < 0 at 1−ε.
+        if (bounded < unclipped) {
+            out.loss -= bounded;
+            clipped += 1;
+        } else {
+            out.loss -= unclipped;
+            out.dlogp[t] = -unclipped / static_cast<double>(n);  // ∂(−ρA)/∂logp = −ρA
+        }
+        out.approxkl += 0.5 * diff * diff;
+        out.mean_ratio += ratio;
+    }
+    const double dn = static_cast<double>(n);
+    out.loss /= dn;
+    out.clipfrac = clipped / dn;
+    out.approxkl /= dn;
+    out.mean_ratio /= dn;
+    return out;
+}
+
+CriticLoss ppo_critic_loss(const std::vector<float>& values_now, const std::vector<double>& returns, double coefficient) {
+    const size_t n = values_now.size();
+    if (n == 0 || returns.size() != n) fail("ppo_critic_loss: ", n, " values and ", returns.size(), " returns");
+    CriticLoss out;
+    out.dvalues.assign(n, 0.0);
+    const double dn = static_cast<double>(n);
+    for (size_t t = 0; t < n; ++t) {
+        const double e = static_cast<double>(values_now[t]) - returns[t];
+        out.loss += coefficient * e * e;
+        out.dvalues[t] = 2.0 * coefficient * e / dn;
+    }
+    out.loss /= dn;
+    return out;
+}
+
+double explained_variance(const std::vector<double>& returns, const std::vector<double>& values) {
+    const size_t n = returns.size();
+    if (n == 0 || values.size() != n) return 0.0;
+    auto var = [&](auto f) {
+        double mean = 0, sq = 0;
+        for (size_t i = 0; i < n; ++i) mean += f(i);
+        mean /= static_cast<double>(n);
+        for (size_t i = 0; i < n; ++i) sq += (f(i) - mean) * (f(i) - mean);
+        return sq / static_cast<double>(n);
+    };
+    const double vr = var([&](size_t i) { return returns[i]; });
+    if (vr == 0.0) return 0.0;
+    return 1.0 - var([&](size_t i) { return returns[i] - values[i]; }) / vr;
+}
+
+}  // namespace ppolab

@@ -1,0 +1,146 @@
+// The PPO arithmetic (SPEC §4–§5) against hand computations, a second
+// independent GAE, and finite differences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "training/ppo_math.h"
+#include "util/rng.h"
+
+using namespace ppolab;
+
+TEST(PpoRewards, KlPenaltyPerTokenAndScoreOnceAtTheEnd) {
+    RewardConfig c;  // β 0.02, replace, −1
+    auto r = ppo_token_rewards({-1.f, -2.f, -0.5f}, {-1.5f, -1.f, -0.5f}, 3.0, true, c);
+    ASSERT_EQ(r.size(), 3u);
+    EXPECT_NEAR(r[0], -0.02 * 0.5, 1e-12);
+    EXPECT_NEAR(r[1], -0.02 * -1.0, 1e-12);
+    EXPECT_NEAR(r[2], 3.0, 1e-12);  // log-ratio 0 there; the score once, only at the last token
+}
+
+TEST(PpoRewards, CutWithoutEosGetsPenaltyInsteadOfScore) {
+    RewardConfig replace;
+    auto r = ppo_token_rewards({-1.f, -1.f}, {-1.f, -1.f}, 5.0, false, replace);
+    EXPECT_DOUBLE_EQ(r[0], 0.0);
+    EXPECT_DOUBLE_EQ(r[1], -1.0);
+    RewardConfig add;
+    add.missing_eos = MissingEos::add;
+    r = ppo_token_rewards({-1.f, -1.f}, {-1.f, -1.f}, 5.0, false, add);
+    EXPECT_DOUBLE_EQ(r[1], 4.0);
+    EXPECT_THROW(parse_missing_eos("drop"), std::exception);
+}
+
+TEST(PpoGae, ThreeStepsByHand) {
+    // γ = 1, λ = 0.95, done at the last token, no bootstrap beyond it.
+    const std::vector<double> r = {0.1, -0.2, 1.0};
+    const std::vector<float> v = {0.5f, 0.25f, -0.5f};
+    const double lam = 0.95;
+    const double d2 = 1.0 - (-0.5);            // r2 + 0 − V2 = 1.5
+    const double d1 = -0.2 + 1.0 * (-0.5) - 0.25;  // −0.95
+    const double d0 = 0.1 + 0.25 - 0.5;        // −0.15
+    const double a2 = d2, a1 = d1 + lam * a2, a0 = d0 + lam * a1;
+    Advantages g = ppo_gae(r, v, 1.0, lam);
+    EXPECT_NEAR(g.advantages[2], a2, 1e-12);
+    EXPECT_NEAR(g.advantages[1], a1, 1e-12);
+    EXPECT_NEAR(g.advantages[0], a0, 1e-12);
+    EXPECT_NEAR(g.returns[0], a0 + 0.5, 1e-12);
+    EXPECT_NEAR(g.returns[2], 1.0, 1e-12);  // terminal: return = reward, no bootstrap
+}
+
+// A second, independent GAE: A_t = Σ_{l≥0} (γλ)^l δ_{t+l} with δ computed
+// forwards and V_{n} = 0 (the episode ends at n−1).
+static std::vector<double> gae_by_sums(const std::vector<double>& r, const std::vector<float>& v, double g, double l) {
+    const size_t n = r.size();
+    std::vector<double> delta(n), a(n, 0.0);
+    for (size_t t = 0; t < n; ++t) delta[t] = r[t] + (t + 1 < n ? g * v[t + 1] : 0.0) - v[t];
+    for (size_t t = 0; t < n; ++t) {
+        double w = 1.0;
+        for (size_t k = t; k < n; ++k) {
+            a[t] += w * delta[k];
+            w *= g * l;
+        }
+    }
+    return a;
+}
+
+TEST(PpoGae, AgreesWithIndependentSumFormulaOnRandomData) {
+    Philox rng(11, 0);
+    for (int trial = 0; trial < 50; ++trial) {
+        const size_t n = 1 + rng.below(40);
+        std::vector<double> r(n);
+        std::vector<float> v(n);
+        for (size_t i = 0; i < n; ++i) {
+            r[i] = rng.normal();
+            v[i] = static_cast<float>(rng.normal());
+        }
+        const double gamma = trial % 2 ? 1.0 : 0.9, lambda = 0.95;
+        Advantages g = ppo_gae(r, v, gamma, lambda);
+        auto want = gae_by_sums(r, v, gamma, lambda);
+        for (size_t i = 0; i < n; ++i) EXPECT_NEAR(g.advantages[i], want[i], 1e-9) << trial << " " << i;
+    }
+}
+
+TEST(PpoActorLoss, ClipSideChosenByAdvantageSign) {
+    // ratio e^{0.5} ≈ 1.65 > 1.2: with A > 0 the clipped branch (1.2 A) is
+    // smaller → clipped, no gradient; with A < 0 the unclipped one is smaller.
+    auto pos = ppo_actor_loss({0.5f}, {0.f}, {1.0}, 0.2);
+    EXPECT_NEAR(pos.loss, -1.2, 1e-6);
+    EXPECT_DOUBLE_EQ(pos.dlogp[0], 0.0);
+    EXPECT_DOUBLE_EQ(pos.clipfrac, 1.0);
+    auto neg = ppo_actor_loss({0.5f}, {0.f}, {-1.0}, 0.2);
+    EXPECT_NEAR(neg.loss, std::exp(0.5), 1e-6);
+    EXPECT_NEAR(neg.dlogp[0], std::exp(0.5), 1e-6);
+    EXPECT_DOUBLE_EQ(neg.clipfrac, 0.0);
+    // ratio e^{−0.5} ≈ 0.61 < 0.8: A < 0 clips at 0.8, A > 0 does not.
+    auto low_neg = ppo_actor_loss({-0.5f}, {0.f}, {-1.0}, 0.2);
+    EXPECT_NEAR(low_neg.loss, 0.8, 1e-6);
+    EXPECT_DOUBLE_EQ(low_neg.clipfrac, 1.0);
+    auto low_pos = ppo_actor_loss({-0.5f}, {0.f}, {1.0}, 0.2);
+    EXPECT_NEAR(low_pos.loss, -std::exp(-0.5), 1e-6);
+    EXPECT_DOUBLE_EQ(low_pos.clipfrac, 0.0);
+}
+
+TEST(PpoActorLoss, MeanOverTokensGivesLongAndShortResponsesEqualWeight) {
+    // Same per-token situation, 1 token vs 10 tokens: the same loss.
+    auto one = ppo_actor_loss({0.1f}, {0.f}, {0.7}, 0.2);
+    auto ten = ppo_actor_loss(std::vector<float>(10, 0.1f), std::vector<float>(10, 0.f), std::vector<double>(10, 0.7), 0.2);
+    EXPECT_NEAR(one.loss, ten.loss, 1e-12);
+    auto c1 = ppo_critic_loss({1.f}, {0.0}, 0.5);
+    auto c10 = ppo_critic_loss(std::vector<float>(10, 1.f), std::vector<double>(10, 0.0), 0.5);
+    EXPECT_NEAR(c1.loss, 0.5, 1e-12);  // 0.5 · (1 − 0)², no hidden second ½
+    EXPECT_NEAR(c1.loss, c10.loss, 1e-12);
+}
+
+TEST(PpoLosses, GradientsMatchFiniteDifferences) {
+    Philox rng(5, 0);
+    const size_t n = 7;
+    std::vector<float> now(n), old(n), vals(n);
+    std::vector<double> adv(n), ret(n);
+    for (size_t i = 0; i < n; ++i) {
+        old[i] = static_cast<float>(-1.0 + 0.3 * rng.normal());
+        now[i] = old[i] + static_cast<float>(0.05 * rng.normal());  // inside the clip range: gradients flow
+        adv[i] = rng.normal();
+        vals[i] = static_cast<float>(rng.normal());
+        ret[i] = rng.normal();
+    }
+    auto a = ppo_actor_loss(now, old, adv, 0.2);
+    auto c = ppo_critic_loss(vals, ret, 0.5);
+    for (size_t i = 0; i < n; ++i) {
+        const float h = 1e-3f;
+        auto p = now, m = now;
+        p[i] += h;
+        m[i] -= h;
+        const double fd = (ppo_actor_loss(p, old, adv, 0.2).loss - ppo_actor_loss(m, old, adv, 0.2).loss) / (2.0 * h);
+        EXPECT_NEAR(a.dlogp[i], fd, 1e-4) << i;
+        auto vp = vals, vm = vals;
+        vp[i] += h;
+        vm[i] -= h;
+        const double fdv = (ppo_critic_loss(vp, ret, 0.5).loss - ppo_critic_loss(vm, ret, 0.5).loss) / (2.0 * h);
+        EXPECT_NEAR(c.dvalues[i], fdv, 1e-4) << i;
+    }
+}
+
+TEST(PpoStats, ExplainedVariance) {
+    EXPECT_NEAR(explained_variance({1, 2, 3}, {1, 2, 3}), 1.0, 1e-12);
+    EXPECT_NEAR(explained_variance({1, 2, 3}, {0, 0, 0}), 0.0, 1e-12);
+}
