@@ -122,13 +122,13 @@ static void activations_ensure(Qwen2Activations& A, const Qwen2Config& c, int64_
         grow(a.rstd2, N);
         grow(a.gate, N * I);
         grow(a.up, N * I);
-        grow(a.act, N * I);
         grow(a.mid, kNumProj * N * r);
     }
     grow(A.xf, N * H);
     grow(A.hidden, N * H);
     grow(A.rstdf, N);
     grow(A.tmp, N * H);
+    grow(A.act, N * I);
     if (with_backward) {
         for (auto* v : {&A.dres, &A.dres2, &A.dln, &A.dtmp}) grow(*v, N * H);
         for (auto* v : {&A.dq, &A.datt}) grow(*v, N * Q);
@@ -278,8 +278,8 @@ void Qwen2::layer_forward(int64_t l, Qwen2Activations& A, Qwen2LayerActs& a, Att
     rmsnorm_forward(a.ln2.data(), a.rstd2.data(), a.x2.data(), L.post_attention_layernorm.data(), N, H, eps);
     projection_forward(a.gate.data(), mid(Proj::gate), a.ln2.data(), L.gate_proj, nullptr, ad(Proj::gate), N);
     projection_forward(a.up.data(), mid(Proj::up), a.ln2.data(), L.up_proj, nullptr, ad(Proj::up), N);
-    swiglu_forward(a.act.data(), a.gate.data(), a.up.data(), N * I);
-    projection_forward(A.tmp.data(), mid(Proj::down), a.act.data(), L.down_proj, nullptr, ad(Proj::down), N);
+    swiglu_forward(A.act.data(), a.gate.data(), a.up.data(), N * I);
+    projection_forward(A.tmp.data(), mid(Proj::down), A.act.data(), L.down_proj, nullptr, ad(Proj::down), N);
     add_into(x_out, a.x2.data(), A.tmp.data(), N * H);  // x_out may alias a.x (not saved)
 }
 
@@ -322,9 +322,10 @@ void Qwen2::layer_backward(int64_t l, Qwen2LayerActs& a) {
     };
     float* scratch = A.scratch.data();
 
-    // MLP block
+    // MLP block (the input of down_proj is recomputed, not saved)
+    swiglu_forward(A.act.data(), a.gate.data(), a.up.data(), N * I);
     projection_backward(A.dact.data(), pg(Proj::down, &LayerWeights::down_proj, nullptr), A.dres.data(),
-                        a.act.data(), mid(Proj::down), L.down_proj, ad(Proj::down), N, scratch);
+                        A.act.data(), mid(Proj::down), L.down_proj, ad(Proj::down), N, scratch);
     swiglu_backward(A.dgate.data(), A.dup.data(), A.dact.data(), a.gate.data(), a.up.data(), N * I);
     projection_backward(A.dln.data(), pg(Proj::gate, &LayerWeights::gate_proj, nullptr), A.dgate.data(),
                         a.ln2.data(), mid(Proj::gate), L.gate_proj, ad(Proj::gate), N, scratch);

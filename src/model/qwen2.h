@@ -64,7 +64,6 @@ struct Qwen2LayerActs {
     std::vector<float> rstd2;  // (N)
     std::vector<float> gate;   // (N, I)
     std::vector<float> up;     // (N, I)
-    std::vector<float> act;    // (N, I) silu(gate) · up
     std::vector<float> mid;    // (7, N, r) A x of each adapted projection
 };
 
@@ -81,6 +80,8 @@ struct Qwen2Activations {
     std::vector<float> hidden;           // (N, H) final norm output
     std::vector<float> rstdf;            // (N)
     std::vector<float> tmp;              // (N, H) projection output before the residual add
+    std::vector<float> act;              // (N, I) silu(gate) · up of the current layer: not saved
+                                         // per layer, recomputed by the backward (saves L·N·I floats)
     // backward
     std::vector<float> dres, dres2, dln, dtmp;  // (N, H)
     std::vector<float> dq, datt;                // (N, Q)
