@@ -1,6 +1,7 @@
 // heads.h — the scalar head of the reward model and of the critic (SPEC §2):
 //   score = weight · h + bias,  weight (1, H), bias (1): H + 1 parameters
-// (897 on the 0.5B shape), FP32, read from the final normed hidden state.
+// (897 on the 0.5B shape), FP32, read from the final normed hidden state
+// (FP32, after model.norm; not rounded to BF16 — see qwen2.h).
 // The reward head starts at weight ~ N(0, 0.02) from a seeded Philox, bias 0;
 // the critic's value head starts all zero.
 #pragma once
