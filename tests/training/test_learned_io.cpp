@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <sys/wait.h>
 
 #include "model/safetensors.h"
 #include "oracle_util.h"
@@ -249,5 +250,60 @@ TEST(Peft, RefusalsLeaveNothingBehind) {
     }
     m = error_of([&] { read_peft(dir / "extra"); });
     EXPECT_NE(m.find("score.weight"), std::string::npos) << m;
+    fs::remove_all(dir);
+}
+
+// Optional oracle: the real `peft` library loads the export onto a small
+// random Qwen2 and holds exactly our tensors (PEFT only warns about names it
+// does not recognise, so every parameter it created is compared). Skipped
+// when peft/transformers are not installed in $PPOLAB_PYTHON.
+TEST(PeftOracle, RealPeftLoadsTheExportOntoAQwen2) {
+    const int64_t hidden = 16, inter = 24, layers = 2, heads = 2, kv_heads = 1, rank = 2;
+    const int64_t kv_dim = hidden / heads * kv_heads;
+    std::vector<std::pair<std::string, std::vector<int64_t>>> layout;
+    for (int64_t l = 0; l < layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        layout.push_back({p + "self_attn.q_proj.lora_A", {rank, hidden}});
+        layout.push_back({p + "self_attn.q_proj.lora_B", {hidden, rank}});
+        layout.push_back({p + "self_attn.k_proj.lora_A", {rank, hidden}});
+        layout.push_back({p + "self_attn.k_proj.lora_B", {kv_dim, rank}});
+        layout.push_back({p + "mlp.down_proj.lora_A", {rank, inter}});
+        layout.push_back({p + "mlp.down_proj.lora_B", {hidden, rank}});
+    }
+    Philox rng(11, 0);
+    std::vector<std::vector<float>> data;
+    ParamList params;
+    for (auto& [name, shape] : layout) {
+        data.emplace_back(static_cast<size_t>(shape[0] * shape[1]));
+        for (float& x : data.back()) x = static_cast<float>(rng.normal());
+    }
+    for (size_t i = 0; i < layout.size(); ++i) params.push_back({layout[i].first, layout[i].second, data[i].data(), nullptr});
+    PeftInfo pi;
+    pi.rank = rank;
+    pi.alpha = 16;
+    pi.targets = {"q_proj", "k_proj", "down_proj"};
+    pi.base_model = "random-qwen2";
+    fs::path dir = test::fresh_temp_dir("peft_oracle");
+    export_peft(dir / "adapter", params, pi);
+    const std::string cmd = "'" + test::python() + "' '" + (test::source_dir() / "tests/training/peft_load.py").string() +
+                            "' '" + (dir / "adapter").string() + "' '" + (dir / "out.json").string() + "' " +
+                            std::to_string(hidden) + " " + std::to_string(inter) + " " + std::to_string(layers) + " " +
+                            std::to_string(heads) + " " + std::to_string(kv_heads) + " > '" + (dir / "log.txt").string() +
+                            "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 3) {
+        fs::remove_all(dir);
+        GTEST_SKIP() << "peft/transformers not installed in $PPOLAB_PYTHON";
+    }
+    ASSERT_EQ(rc, 0) << read_file(dir / "log.txt");
+    json r = read_json_file(dir / "out.json");
+    EXPECT_EQ(r["peft_params"].size(), layout.size()) << r.dump();
+    for (auto& [name, diff] : r["peft_params"].items()) {
+        ASSERT_FALSE(diff.is_null()) << name << " was created by PEFT but is not in the export";
+        EXPECT_EQ(diff.get<double>(), 0.0) << name;
+    }
+    EXPECT_TRUE(r["unused_file_tensors"].empty()) << r["unused_file_tensors"].dump();
+    EXPECT_EQ(r["scaling"].size(), static_cast<size_t>(layers * 3));
+    for (auto& [name, s] : r["scaling"].items()) EXPECT_EQ(s.get<double>(), 16.0 / rank) << name;
     fs::remove_all(dir);
 }
