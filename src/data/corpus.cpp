@@ -31,12 +31,12 @@ const std::vector<std::string> kFiles = {
 };
 
 std::string family_name(int index) {
-    char buf[16];
+    char buf[32];
     std::snprintf(buf, sizeof buf, "OH%03d", index);
     return buf;
 }
 std::string probe_name(int index) {
-    char buf[16];
+    char buf[32];
     std::snprintf(buf, sizeof buf, "PROBE%02d", index);
     return buf;
 }
