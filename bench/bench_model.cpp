@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,14 @@ namespace {
 
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Process CPU time (all threads): with one thread, the time the work itself
+// took, whatever else the machine was running.
+double cpu_s() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 double peak_rss_mib() {
@@ -67,10 +76,14 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-void report(const std::string& name, int64_t tokens, const std::vector<double>& secs, const std::string& extra) {
-    const double s = median(secs);
-    std::printf("{\"name\": \"%s\", \"tok_s\": %.2f, \"ms\": %.2f, \"reps\": %zu, \"peak_rss_mib\": %.0f%s}\n",
-                (name + suffix).c_str(), static_cast<double>(tokens) / s, s * 1e3, secs.size(), peak_rss_mib(), extra.c_str());
+// secs: wall seconds per repetition; cpus: process CPU seconds per repetition.
+void report(const std::string& name, int64_t tokens, const std::vector<double>& secs, const std::vector<double>& cpus,
+            const std::string& extra) {
+    const double s = median(secs), c = median(cpus);
+    std::printf("{\"name\": \"%s\", \"tok_s\": %.2f, \"ms\": %.2f, \"tok_per_cpu_s\": %.2f, \"cpu_ms\": %.2f, "
+                "\"threads\": %d, \"reps\": %zu, \"peak_rss_mib\": %.0f%s}\n",
+                (name + suffix).c_str(), static_cast<double>(tokens) / s, s * 1e3, static_cast<double>(tokens) / c,
+                c * 1e3, omp_get_max_threads(), secs.size(), peak_rss_mib(), extra.c_str());
     std::fflush(stdout);
 }
 
@@ -80,14 +93,17 @@ void run_forward(const Qwen2Weights& w, int reps) {
     std::vector<int32_t> tokens = random_tokens(T, V, 1);  // (1, T)
     std::vector<uint8_t> mask(T, 1);                       // (1, T)
     std::vector<float> logits(T * V);                      // (1, T, V)
-    std::vector<double> secs;
+    std::vector<double> secs, cpus;
     for (int r = 0; r <= reps; ++r) {  // r = 0: warm-up (first touch, primitives)
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_s();
         model.forward(tokens.data(), mask.data(), 1, T, /*save_for_backward=*/false);
         model.logits(logits.data());
-        if (r > 0) secs.push_back(now_s() - t0);
+        if (r > 0) {
+            secs.push_back(now_s() - t0);
+            cpus.push_back(cpu_s() - c0);
+        }
     }
-    report("forward 1x128 full logits", T, secs, "");
+    report("forward 1x128 full logits", T, secs, cpus, "");
 }
 
 void run_decode(const Qwen2Weights& w, int reps) {
@@ -98,17 +114,18 @@ void run_decode(const Qwen2Weights& w, int reps) {
     std::vector<int32_t> fed = random_tokens(G, V, 3);     // (G) the tokens fed back
     std::vector<uint8_t> mask(P, 1);
     std::vector<float> logits(V);  // (1, V)
-    std::vector<double> secs, prefill;
+    std::vector<double> secs, cpus, prefill;
     for (int r = 0; r <= reps; ++r) {
         cache.clear();
         double t0 = now_s();
         model.forward(prompt.data(), mask.data(), 1, P, /*save_for_backward=*/false, &cache);
-        double t1 = now_s();
+        double t1 = now_s(), c1 = cpu_s();
         for (int64_t g = 0; g < G; ++g) model.decode_step(cache, &fed[g], logits.data());
         double t2 = now_s();
         if (r > 0) {
             prefill.push_back(t1 - t0);
             secs.push_back(t2 - t1);
+            cpus.push_back(cpu_s() - c1);
         }
     }
     // Bytes of weight read per decode step: every matrix once (LM head tied).
@@ -117,11 +134,11 @@ void run_decode(const Qwen2Weights& w, int reps) {
         for (const Matrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
             bytes += 2.0 * m->numel();
     bytes += 2.0 * w.output_matrix().numel();
-    const double step = median(secs) / G;
+    const double step = median(secs) / G;  // wall seconds per token
     char extra[160];
     std::snprintf(extra, sizeof extra, ", \"prefill_ms\": %.2f, \"weight_gb_s\": %.1f", median(prefill) * 1e3,
                   bytes / step * 1e-9);
-    report("decode 64 after 64", G, secs, extra);
+    report("decode 64 after 64", G, secs, cpus, extra);
 }
 
 void run_lora(const Qwen2Weights& w, int64_t B, int reps) {
@@ -132,23 +149,26 @@ void run_lora(const Qwen2Weights& w, int64_t B, int reps) {
     std::vector<int32_t> targets = random_tokens(N, V, 5);  // (B, T) next tokens
     std::vector<uint8_t> mask(N, 1);
     std::vector<float> logp(N), dlogp(N, -1.f / static_cast<float>(N)), dh(N * H);  // loss = −mean logp
-    std::vector<double> secs;
+    std::vector<double> secs, cpus;
     double loss = 0;
     for (int r = 0; r <= reps; ++r) {
         lora.zero_grad();
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_s();
         const float* h = model.forward(tokens.data(), mask.data(), B, T, /*save_for_backward=*/true);
         lm_logprobs_forward(logp.data(), h, targets.data(), w.output_matrix().view(), N);
         lm_logprobs_backward(dh.data(), nullptr, dlogp.data(), h, targets.data(), w.output_matrix().view(), N);
         model.backward(dh.data());
-        if (r > 0) secs.push_back(now_s() - t0);
+        if (r > 0) {
+            secs.push_back(now_s() - t0);
+            cpus.push_back(cpu_s() - c0);
+        }
         loss = 0;
         for (float x : logp) loss -= x;
         loss /= static_cast<double>(N);
     }
     char extra[64];
     std::snprintf(extra, sizeof extra, ", \"loss\": %.4f", loss);
-    report("lora fwd+bwd CE " + std::to_string(B) + "x128", N, secs, extra);
+    report("lora fwd+bwd CE " + std::to_string(B) + "x128", N, secs, cpus, extra);
 }
 
 }  // namespace

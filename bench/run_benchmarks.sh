@@ -2,7 +2,12 @@
 # run_benchmarks.sh — ppolab and PyTorch eager BF16 side by side in one run,
 # 2 threads each, ratios printed (BENCHMARKS.md records the results).
 #
-#   bench/run_benchmarks.sh [--build DIR] [--min-time S] [--reps N] [matmul] [model]
+#   bench/run_benchmarks.sh [--build DIR] [--min-time S] [--reps N] [--threads T] [--freeze] [matmul] [model]
+#
+# --threads 1 compares one core against one core and adds CPU-time ratios,
+# which stay meaningful while other jobs load the machine (2 threads are
+# the reference setting; they need a quiet machine). --freeze runs
+# bench_model with the base matrices registered by matmul_freeze.
 #
 # DIR holds bin/bench_matmul and bin/bench_model (default: build). PyTorch
 # runs at its best setting here (SPEC §11): OPENBLAS_CORETYPE and
@@ -17,14 +22,18 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build
 MIN_TIME=0.5
 MODEL_REPS=3
+THREADS=2
+FREEZE=()
 PARTS=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --build) BUILD=$(cd "$2" && pwd); shift 2 ;;
     --min-time) MIN_TIME=$2; shift 2 ;;
     --reps) MODEL_REPS=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --freeze) FREEZE=(--freeze); shift ;;
     matmul|model) PARTS+=("$1"); shift ;;
-    *) echo "run_benchmarks.sh: unknown argument '$1' (expected --build DIR, --min-time S, --reps N, matmul, model)" >&2
+    *) echo "run_benchmarks.sh: unknown argument '$1' (expected --build DIR, --min-time S, --reps N, --threads T, --freeze, matmul, model)" >&2
        exit 2 ;;
   esac
 done
@@ -39,7 +48,8 @@ if [[ ! -d $BLAS_DIR ]]; then
   (mkdir -p "$BUILD/openblas-omp" && cd "$BUILD/openblas-omp" &&
    apt-get download libopenblas0-openmp >/dev/null 2>&1 && dpkg -x libopenblas0-openmp_*.deb x) || true
 fi
-TORCH_ENV=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736)
+TORCH_ENV=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736
+           OMP_NUM_THREADS=$THREADS)
 if [[ -d $BLAS_DIR ]]; then
   TORCH_ENV+=(LD_LIBRARY_PATH=$BLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH})
   BLAS_NOTE="OpenMP OpenBLAS from $BLAS_DIR"
@@ -47,14 +57,14 @@ else
   BLAS_NOTE="OpenMP OpenBLAS not available: PyTorch as installed"
 fi
 
-echo "== $(date -u +%FT%TZ) $(uname -n); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== $(date -u +%FT%TZ) $(uname -n); $THREADS thread(s); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== ppolab $(git -C "$ROOT" rev-parse --short HEAD); PyTorch $("$TORCH_PY" -c 'import torch; print(torch.__version__)') ($BLAS_NOTE)"
 
 for part in "${PARTS[@]}"; do
   if [[ $part == matmul ]]; then
-    OMP_NUM_THREADS=2 "$BUILD/bin/bench_matmul" --benchmark_min_time="$MIN_TIME" \
+    OMP_NUM_THREADS=$THREADS "$BUILD/bin/bench_matmul" --benchmark_min_time="$MIN_TIME" \
       --benchmark_out="$OUT/matmul_ppolab.json" --benchmark_out_format=json >/dev/null
-    "${TORCH_ENV[@]}" "$TORCH_PY" "$ROOT/bench/torch_matmul.py" --threads 2 --min-time "$MIN_TIME" \
+    "${TORCH_ENV[@]}" "$TORCH_PY" "$ROOT/bench/torch_matmul.py" --threads "$THREADS" --min-time "$MIN_TIME" \
       >"$OUT/matmul_torch.jsonl"
     "$TORCH_PY" "$ROOT/bench/compare.py" matmul "$OUT/matmul_ppolab.json" "$OUT/matmul_torch.jsonl"
   else
@@ -64,10 +74,10 @@ for part in "${PARTS[@]}"; do
     fi
     : >"$OUT/model_torch.jsonl"
     # bench_model forks one child per workload after making the weights once.
-    OMP_NUM_THREADS=2 "$BUILD/bin/bench_model" --reps "$MODEL_REPS" >"$OUT/model_ppolab.jsonl"
+    OMP_NUM_THREADS=$THREADS "$BUILD/bin/bench_model" --reps "$MODEL_REPS" "${FREEZE[@]}" >"$OUT/model_ppolab.jsonl"
     for w in forward decode lora1 lora4; do
       "${TORCH_ENV[@]}" "$TORCH_PY" "$ROOT/bench/torch_model.py" --workload $w --reps "$MODEL_REPS" \
-        --threads 2 >>"$OUT/model_torch.jsonl"
+        --threads "$THREADS" >>"$OUT/model_torch.jsonl"
     done
     "$TORCH_PY" "$ROOT/bench/compare.py" model "$OUT/model_ppolab.jsonl" "$OUT/model_torch.jsonl"
   fi

@@ -4,7 +4,8 @@ torch.nn.functional.linear(x_bf16, w_bf16) for the Qwen2.5-0.5B projections
 at M = 1, 4, 128, 512 (forward), and the backward to the input (dY · W) at
 M = 128, 512, and the LM head at M = 64. Weights rotate among copies totalling > 96 MiB, as in
 bench_matmul, so small-M numbers are DRAM bandwidth. Prints one JSON object
-per line: {"name", "ms", "gflops", "gbs"}.
+per line: {"name", "ms", "cpu_ms", "gflops", "gbs"} (cpu_ms: process CPU time,
+the meaningful figure on a busy machine with --threads 1).
 
 Run per SPEC §11 (bench/run_benchmarks.sh does):
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE MALLOC_MMAP_MAX_=0 \
@@ -23,17 +24,20 @@ COLD_BYTES = 96 << 20
 
 
 def timeit(fn, min_time):
+    """Median wall and process-CPU seconds per call."""
     fn()  # warm-up (allocations, first-touch)
-    times = []
+    times, cpus = [], []
     start = time.perf_counter()
     while True:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
         times.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
         if time.perf_counter() - start >= min_time and len(times) >= 3:
             break
     times.sort()
-    return times[len(times) // 2]
+    cpus.sort()
+    return times[len(times) // 2], cpus[len(cpus) // 2]
 
 
 def main():
@@ -70,10 +74,10 @@ def main():
                 else:
                     g = torch.randn(m, n).to(torch.bfloat16)
                     fn = lambda: torch.matmul(g, next_w())
-                sec = timeit(fn, args.min_time)
+                sec, cpu = timeit(fn, args.min_time)
                 flops = 2.0 * m * n * k
                 nbytes = 2.0 * n * k + 2.0 * m * k + 2.0 * m * n
-                print(json.dumps({"name": label, "ms": sec * 1e3, "gflops": flops / sec * 1e-9,
+                print(json.dumps({"name": label, "ms": sec * 1e3, "cpu_ms": cpu * 1e3, "gflops": flops / sec * 1e-9,
                                   "gbs": nbytes / sec * 1e-9}), flush=True)
             del ws
 

@@ -118,10 +118,12 @@ def median(v):
     return v[len(v) // 2]
 
 
-def emit(name, tokens, secs, **extra):
-    s = median(secs)
+def emit(name, tokens, secs, cpus, **extra):
+    """secs: wall seconds per repetition; cpus: process CPU seconds (all threads)."""
+    s, c = median(secs), median(cpus)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(json.dumps({"name": name, "tok_s": tokens / s, "ms": s * 1e3, "reps": len(secs),
+    print(json.dumps({"name": name, "tok_s": tokens / s, "ms": s * 1e3, "tok_per_cpu_s": tokens / c,
+                      "cpu_ms": c * 1e3, "threads": torch.get_num_threads(), "reps": len(secs),
                       "peak_rss_mib": round(rss), **extra}), flush=True)
 
 
@@ -137,49 +139,52 @@ def main():
     if args.workload == "forward":
         m = Model(lora=False)
         ids = torch.randint(0, V, (1, 128), generator=g)
-        secs = []
+        secs, cpus = [], []
         with torch.no_grad():
             for r in range(args.reps + 1):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 m.logits(m.forward(ids)).float()
                 if r:
                     secs.append(time.perf_counter() - t0)
-        emit("forward 1x128 full logits", 128, secs)
+                    cpus.append(time.process_time() - c0)
+        emit("forward 1x128 full logits", 128, secs, cpus)
     elif args.workload == "decode":
         m = Model(lora=False)
         prompt = torch.randint(0, V, (1, 64), generator=g)
         fed = torch.randint(0, V, (64, 1, 1), generator=g)
-        secs, prefill = [], []
+        secs, cpus, prefill = [], [], []
         with torch.no_grad():
             for r in range(args.reps + 1):
                 cache = [None] * L
                 t0 = time.perf_counter()
                 m.logits(m.forward(prompt, cache)[:, -1:])
-                t1 = time.perf_counter()
+                t1, c1 = time.perf_counter(), time.process_time()
                 for t in range(64):
                     m.logits(m.forward(fed[t], cache)).float()
                 t2 = time.perf_counter()
                 if r:
                     prefill.append(t1 - t0)
                     secs.append(t2 - t1)
-        emit("decode 64 after 64", 64, secs, prefill_ms=median(prefill) * 1e3)
+                    cpus.append(time.process_time() - c1)
+        emit("decode 64 after 64", 64, secs, cpus, prefill_ms=median(prefill) * 1e3)
     else:
         B = 1 if args.workload == "lora1" else 4
         m = Model(lora=True)
         ids = torch.randint(0, V, (B, 128), generator=g)
         targets = torch.randint(0, V, (B * 128,), generator=g)
         params = m.lora_params()
-        secs = []
+        secs, cpus = [], []
         for r in range(args.reps + 1):
             for p in params:
                 p.grad = None
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             logits = m.logits(m.forward(ids)).float().view(B * 128, V)
             loss = F.cross_entropy(logits, targets)
             loss.backward()
             if r:
                 secs.append(time.perf_counter() - t0)
-        emit(f"lora fwd+bwd CE {B}x128", B * 128, secs, loss=round(loss.item(), 4))
+                cpus.append(time.process_time() - c0)
+        emit(f"lora fwd+bwd CE {B}x128", B * 128, secs, cpus, loss=round(loss.item(), 4))
 
 
 if __name__ == "__main__":
