@@ -147,28 +147,18 @@ void projection_forward(float* y, float* mid, const float* x, const Matrix& W, c
     if (adapter) {
         PPOLAB_ASSERT(adapter->in == W.cols && adapter->out == W.rows);
         const int64_t r = adapter->rank;
-        linear_forward(mid, x, f32_view(adapter->A, r, adapter->in), M);  // (M, r) = x Aᵀ, unscaled
+        linear_forward(mid, x, f32_view(adapter->A, r, adapter->in), M);  // (M, r) = x Aᵀ
+        for (int64_t i = 0; i < M * r; ++i) mid[i] *= adapter->scale;       // scale on the small side
+        linear_forward(y, mid, f32_view(adapter->B, N, r), M, /*accumulate=*/true);  // y += mid Bᵀ (FP32)
     }
-    // One pass per row: + bias, + scale · mid Bᵀ (FP32, rank r), then the
-    // rounding of the sum back to the base dtype.
+    // + bias, then the sum returns to the base dtype.
     const bool round = W.type == WeightType::bf16;
-    const float* B = adapter ? adapter->B.data() : nullptr;  // (out, r)
-    const int64_t r = adapter ? adapter->rank : 0;
-    const float s = adapter ? adapter->scale : 0.f;
+    if (!bias && !round) return;
 #pragma omp parallel for schedule(static) if (M * N > 32768)
     for (int64_t m = 0; m < M; ++m) {
         float* ym = y + m * N;  // (out)
         if (bias)
             for (int64_t n = 0; n < N; ++n) ym[n] += bias[n];
-        if (B) {
-            const float* mm = mid + m * r;  // (r)
-            for (int64_t n = 0; n < N; ++n) {
-                const float* bn = B + n * r;
-                float acc = 0;
-                for (int64_t j = 0; j < r; ++j) acc += bn[j] * mm[j];
-                ym[n] += s * acc;
-            }
-        }
         if (round)
             for (int64_t n = 0; n < N; ++n) ym[n] = round_to_bf16(ym[n]);
     }
@@ -177,7 +167,7 @@ void projection_forward(float* y, float* mid, const float* x, const Matrix& W, c
 void projection_backward(float* dx, ProjectionGrads g, const float* dy, const float* x, const float* mid,
                          const Matrix& W, const LoraAdapter* adapter, int64_t M, float* scratch,
                          bool accumulate) {
-    // dx (M, in); dy (M, out); x (M, in); mid (M, r); scratch (2, M, r)
+    // dx (M, in); dy (M, out); x (M, in); mid (M, r) = scale · A x; scratch (M, r)
     const int64_t N = W.rows, K = W.cols;
     linear_backward_input(dx, dy, W.view(), M, accumulate);
     if (g.dW) {
@@ -189,17 +179,13 @@ void projection_backward(float* dx, ProjectionGrads g, const float* dy, const fl
             for (int64_t n = 0; n < N; ++n) g.dbias[n] += dy[m * N + n];
     if (adapter) {
         const int64_t r = adapter->rank;
-        float* dmid = scratch;              // (M, r) = scale · dy B
-        float* smid = scratch + M * r;      // (M, r) = scale · mid
+        float* dmid = scratch;  // (M, r) = scale · dy B: the gradient of A x
         linear_backward_input(dmid, dy, f32_view(adapter->B, N, r), M);
-        for (int64_t i = 0; i < M * r; ++i) {
-            dmid[i] *= adapter->scale;
-            smid[i] = mid[i] * adapter->scale;
-        }
+        for (int64_t i = 0; i < M * r; ++i) dmid[i] *= adapter->scale;
         if (g.adapter) {
             PPOLAB_ASSERT(g.adapter == adapter);
-            linear_backward_weight(g.adapter->dB.data(), dy, smid, M, N, r);
-            linear_backward_weight(g.adapter->dA.data(), dmid, x, M, r, K);
+            linear_backward_weight(g.adapter->dB.data(), dy, mid, M, N, r);   // dB += dyᵀ (scale · A x)
+            linear_backward_weight(g.adapter->dA.data(), dmid, x, M, r, K);   // dA += dmidᵀ x
         }
         linear_backward_input(dx, dmid, f32_view(adapter->A, r, K), M, /*accumulate=*/true);
     }

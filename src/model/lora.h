@@ -84,7 +84,8 @@ private:
 };
 
 // The projection, forward: y (M, out) = W x + bias + scale·B(A x).
-// mid (M, r) receives A x (saved for the backward); ignored without adapter.
+// mid (M, r) receives scale · A x (saved for the backward); ignored without
+// adapter. The branch is two FP32 products: (scale · x Aᵀ) Bᵀ, added to W x.
 // For a BF16 W the input of the base product is rounded to BF16 (matmul.h)
 // and y is rounded to BF16 after the sum; with an FP32 W nothing is rounded.
 // bias and adapter may be nullptr.
@@ -100,7 +101,7 @@ struct ProjectionGrads {
 
 // The projection, backward (the output's BF16 rounding is treated as the
 // identity): dx (M, in) is overwritten (or accumulated when `accumulate`),
-// weight gradients accumulate. scratch holds 2·M·r floats.
+// weight gradients accumulate. scratch holds M·r floats.
 void projection_backward(float* dx, ProjectionGrads g, const float* dy, const float* x, const float* mid,
                          const Matrix& W, const LoraAdapter* adapter, int64_t M, float* scratch,
                          bool accumulate = false);

@@ -134,7 +134,7 @@ static void activations_ensure(Qwen2Activations& A, const Qwen2Config& c, int64_
         for (auto* v : {&A.dq, &A.datt}) grow(*v, N * Q);
         for (auto* v : {&A.dk, &A.dv}) grow(*v, N * KV);
         for (auto* v : {&A.dgate, &A.dup, &A.dact}) grow(*v, N * I);
-        grow(A.scratch, 2 * N * r);
+        grow(A.scratch, N * r);
     }
 }
 

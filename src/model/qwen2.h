@@ -64,7 +64,7 @@ struct Qwen2LayerActs {
     std::vector<float> rstd2;  // (N)
     std::vector<float> gate;   // (N, I)
     std::vector<float> up;     // (N, I)
-    std::vector<float> mid;    // (7, N, r) A x of each adapted projection
+    std::vector<float> mid;    // (7, N, r) scale · A x of each adapted projection
 };
 
 // All buffers of a (B, T) shape, allocated once and reused while the shape
@@ -87,7 +87,7 @@ struct Qwen2Activations {
     std::vector<float> dq, datt;                // (N, Q)
     std::vector<float> dk, dv;                  // (N, KV)
     std::vector<float> dgate, dup, dact;        // (N, I)
-    std::vector<float> scratch;                 // (2, N, r)
+    std::vector<float> scratch;                 // (N, r)
 };
 
 class Qwen2 {
