@@ -74,8 +74,9 @@ private:
 // (nullptr) or not finite. `what` names the optimiser or role.
 void check_gradients(const ParamList& params, std::string_view what);
 
-// Total L2 norm of all gradients, accumulated in double, parameter by
-// parameter and element by element in order (deterministic).
+// Total L2 norm of all gradients, accumulated in double: per tensor eight
+// partial sums (element i into lane i % 8), combined pairwise, tensors in
+// order — a fixed summation order, so the same bits on every run.
 double grad_norm(const ParamList& params);
 
 // torch.nn.utils.clip_grad_norm_: scale = max_norm / (norm + 1e-6), applied
