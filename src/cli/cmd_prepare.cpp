@@ -5,9 +5,11 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/stage_options.h"
 #include "data/corpus.h"
 #include "data/guarded_fs.h"
 #include "training/run_layout.h"
+#include "training/study_config.h"
 #include "util/error.h"
 #include "util/json.h"
 
@@ -40,11 +42,11 @@ static void print_audit(const json& a, const std::string& dir) {
 }
 
 static int run_prepare(const Args& args) {
-    args.allow_only({"out", "run", "seed", "verify"});
+    args.allow_only({"out", "seed", "verify", "run", "preset", "config", "set"});
     if (!args.positional().empty()) fail("unexpected argument '", args.positional()[0], "' (see --help)");
     if (args.has("verify")) {
-        if (args.has("out") || args.has("run") || args.has("seed"))
-            fail("--verify DIR takes no other option");
+        for (const char* other : {"out", "run", "seed", "preset", "config", "set"})
+            if (args.has(other)) fail("--verify DIR takes no other option (got --", other, ")");
         const fs::path dir = args.get("verify");
         if (!fs::is_directory(dir)) fail("--verify: '", dir.string(), "' is not a corpus folder");
         GuardedReader reader("prepare --verify", corpus_read_roots(dir, CorpusAccess::all));
@@ -53,10 +55,15 @@ static int run_prepare(const Args& args) {
         std::printf("verified: %zu files match manifest.json, the audit re-runs identically\n", m.files.size());
         return 0;
     }
-    if (args.has("out") == args.has("run")) fail("give exactly one of --out DIR or --run RUN (the corpus goes to RUN/corpus)");
-    const fs::path dir = args.has("out") ? fs::path(args.get("out")) : RunLayout{args.get("run")}.corpus();
+    if (args.has("out") && args.has("run")) fail("give either --out DIR or --run RUN (the corpus goes to RUN/corpus), not both");
+    // The corpus identity comes from the study config (corpus.revision,
+    // corpus.study_revision, corpus.seed); --seed N overrides corpus.seed.
+    const StageOptions options = stage_options(args);
+    const fs::path dir = args.has("out") ? fs::path(args.get("out")) : RunLayout{options.run}.corpus();
     CorpusConfig config;
-    config.seed = args.get_int("seed", config.seed);
+    config.dataset = config_string(options.config, "corpus.revision");
+    config.study_revision = config_string(options.config, "corpus.study_revision");
+    config.seed = args.get_int("seed", config_int(options.config, "corpus.seed"));
     ordered_json manifest = corpus_write(corpus_generate(config), dir);
     print_audit(json::parse(manifest["audit"].dump()), dir.string());
     std::printf("wrote %zu files + manifest.json (sha256 of every file and of %zu prompts)\n",
@@ -65,9 +72,11 @@ static int run_prepare(const Args& args) {
 }
 
 static Command prepare_cmd("prepare",
-                           "prepare (--out DIR | --run RUN) [--seed N] | prepare --verify DIR\n"
-                           "                            write OfficeHelpPrefs-v1 (learn/ eval/ gold/ + manifest.json\n"
-                           "                            with the SPEC audit); refuses an existing folder. --verify\n"
+                           "prepare [--out DIR | --run RUN] [--preset P] [--config F] [--set k=v] [--seed N]\n"
+                           "                            | prepare --verify DIR\n"
+                           "                            write OfficeHelpPrefs-v1 to DIR (default RUN/corpus, RUN\n"
+                           "                            runs/default): learn/ eval/ gold/ + manifest.json\n"
+                           "                            with the SPEC audit; refuses an existing folder. --verify\n"
                            "                            re-hashes a corpus against its manifest and re-runs the audit",
                            {}, run_prepare);
 

@@ -87,13 +87,30 @@ TEST(PrepareCli, WritesTheAuditedCorpusIdenticallyTwice) {
     EXPECT_NE(v.out.find("verified: 8 files"), std::string::npos) << v.out;
 }
 
-TEST(PrepareCli, RunFolderAndSeed) {
+TEST(PrepareCli, RunFolderSeedAndConfig) {
     const fs::path runf = temp_root() / "run";
     Result r = run("prepare --run " + runf.string() + " --seed 50");
     ASSERT_EQ(r.rc, 0) << r.out;
     json m = read_json_file(runf / "corpus/manifest.json");
     EXPECT_EQ(m.at("seed"), 50);
     EXPECT_EQ(m.at("audit").at("pairs_by_split").at("test"), 180);
+    // The corpus identity comes from the study config.
+    const fs::path c = temp_root() / "config";
+    r = run("prepare --out " + c.string() + " --preset seed --set corpus.seed=51 --set corpus.study_revision=r002");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    m = read_json_file(c / "manifest.json");
+    EXPECT_EQ(m.at("seed"), 51);
+    EXPECT_EQ(m.at("study_revision"), "r002");
+    EXPECT_EQ(m.at("dataset"), "OfficeHelpPrefs-v1");
+    // With neither --out nor --run, the corpus goes to runs/default/corpus (here under a scratch cwd).
+    const fs::path scratch = temp_root() / "cwd";
+    fs::create_directories(scratch);
+    const fs::path cwd = fs::current_path();
+    fs::current_path(scratch);
+    r = run("prepare");
+    fs::current_path(cwd);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_TRUE(fs::exists(scratch / "runs/default/corpus/manifest.json"));
 }
 
 TEST(PrepareCli, BadInputsFailClearlyAndWriteNothing) {
@@ -104,9 +121,14 @@ TEST(PrepareCli, BadInputsFailClearlyAndWriteNothing) {
     EXPECT_NE(r.out.find("refusing to overwrite existing corpus folder"), std::string::npos) << r.out;
     EXPECT_TRUE(fs::is_empty(existing));
 
-    r = run("prepare");
+    r = run("prepare --out " + (temp_root() / "w").string() + " --run " + (temp_root() / "v").string());
     EXPECT_NE(r.rc, 0);
-    EXPECT_NE(r.out.find("--out DIR or --run RUN"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("either --out DIR or --run RUN"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(temp_root() / "w"));
+    EXPECT_FALSE(fs::exists(temp_root() / "v"));
+    r = run("prepare --out " + (temp_root() / "z").string() + " --set corpus.seed=oops");
+    EXPECT_NE(r.rc, 0) << r.out;
+    EXPECT_FALSE(fs::exists(temp_root() / "z"));
     r = run("prepare --out " + (temp_root() / "x").string() + " --seed abc");
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.out.find("--seed expects an integer"), std::string::npos) << r.out;
