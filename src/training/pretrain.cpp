@@ -352,7 +352,10 @@ double LmLoss::forward_backward(const PackedBatch& batch, bool train) {
 // ---------------------------------------------------------------- model config
 
 Qwen2Config pretrain_model_config(const std::string& shape, const Tokenizer& tok) {
-    Qwen2Config c = model_shape(shape);
+    return pretrain_model_config(model_shape(shape), tok);
+}
+
+Qwen2Config pretrain_model_config(Qwen2Config c, const Tokenizer& tok) {
     c.vocab_size = (tok.vocab_size() + 63) / 64 * 64;
     c.eos_token_id = special_id(tok, kImEnd);
     c.bos_token_id = special_id(tok, kEndOfText);
@@ -451,7 +454,7 @@ static std::string rate(double x) {
 
 PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<PretrainDocument>& docs,
                             const std::vector<CheckPrompt>& check, const fs::path& out_in,
-                            const ordered_json& provenance) {
+                            const ordered_json& provenance, const Qwen2Config* shape) {
     const auto t_start = std::chrono::steady_clock::now();
     const fs::path out = out_in.has_filename() ? out_in : out_in.parent_path();
     if (fs::exists(out)) fail("pretrain: refusing to overwrite existing folder '", out.string(), "'");
@@ -476,7 +479,7 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
     }
 
     // 3. model with FP32 master weights
-    const Qwen2Config mc = pretrain_model_config(config.shape, tok);
+    const Qwen2Config mc = shape ? pretrain_model_config(*shape, tok) : pretrain_model_config(config.shape, tok);
     InitOptions init;
     init.seed = config.seed;
     init.matrices = WeightType::f32;

@@ -164,6 +164,7 @@ private:
 // The model config for a tokenizer: the shape's sizes, vocab rounded up to a
 // multiple of 64, eos = <|im_end|>, bos = <|endoftext|>.
 Qwen2Config pretrain_model_config(const std::string& shape, const Tokenizer& tok);
+Qwen2Config pretrain_model_config(Qwen2Config shape, const Tokenizer& tok);
 
 // Rubric rates of one decoding mode on the check prompts.
 struct BaseCheck {
@@ -192,8 +193,10 @@ struct PretrainReport {
 
 // Steps 2–7 above for given documents: refuses an existing `out`, writes
 // into a temporary sibling and renames it at the end. `check` may be empty.
+// `shape` replaces model_shape(config.shape) (tests train a smaller model).
 PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<PretrainDocument>& docs,
                             const std::vector<CheckPrompt>& check, const fs::path& out,
-                            const ordered_json& provenance = ordered_json::object());
+                            const ordered_json& provenance = ordered_json::object(),
+                            const Qwen2Config* shape = nullptr);
 
 }  // namespace ppolab

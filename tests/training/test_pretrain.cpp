@@ -68,13 +68,25 @@ Tokenizer micro_tokenizer(const std::vector<PretrainDocument>& docs, int64_t voc
 PretrainConfig micro_config() {
     PretrainConfig c;
     c.seed = 11;
-    c.tokenizer_vocab_size = 320;
+    c.tokenizer_vocab_size = 420;
     c.batch_rows = 4;
-    c.sequence_length = 96;
-    c.tokens = 4 * 96 * 30;  // 30 updates
+    c.sequence_length = 128;
+    c.tokens = 4 * 128 * 25;  // 25 updates
     c.lr = 3e-3;
     c.check_prompts = 12;
     c.check_max_new_tokens = 12;
+    return c;
+}
+
+// A smaller Qwen2 than `tiny` so that the end-to-end runs take seconds.
+Qwen2Config micro_shape() {
+    Qwen2Config c = model_shape("tiny");
+    c.hidden_size = 64;
+    c.intermediate_size = 128;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.head_dim = 16;
     return c;
 }
 
@@ -331,7 +343,8 @@ protected:
         check_ = new std::vector<CheckPrompt>(micro_check());
         dir_a_ = new fs::path(fresh_dir("a"));
         dir_b_ = new fs::path(fresh_dir("b"));
-        report_ = new PretrainReport(pretrain_run(micro_config(), *docs_, *check_, *dir_a_));
+        const Qwen2Config shape = micro_shape();
+        report_ = new PretrainReport(pretrain_run(micro_config(), *docs_, *check_, *dir_a_, {}, &shape));
     }
     static void TearDownTestSuite() {
         fs::remove_all(dir_a_->parent_path());
@@ -356,17 +369,17 @@ PretrainReport* PretrainRun::report_ = nullptr;
 TEST_F(PretrainRun, LossDecreases) {
     const json j = read_json_file(*dir_a_ / "pretrain.json");
     const auto& curve = j.at("training").at("loss_curve");
-    ASSERT_EQ(curve.size(), 30u);
+    ASSERT_EQ(curve.size(), 25u);
     double first = 0, last = 0;
     for (int i = 0; i < 5; ++i) {
         first += curve[i].get<double>() / 5;
-        last += curve[25 + i].get<double>() / 5;
+        last += curve[20 + i].get<double>() / 5;
     }
     // From ≈ ln(vocab) at random init to well below it.
     EXPECT_GT(first, 4.5);
     EXPECT_LT(last, first - 1.5) << "first 5 updates " << first << ", last 5 " << last;
-    EXPECT_DOUBLE_EQ(report_->final_loss, curve[29].get<double>());
-    EXPECT_GT(j.at("training").at("tokens_seen").get<int64_t>(), 30 * 4 * 96 / 2);
+    EXPECT_DOUBLE_EQ(report_->final_loss, curve[24].get<double>());
+    EXPECT_GT(j.at("training").at("tokens_seen").get<int64_t>(), 25 * 4 * 128 / 2);
     EXPECT_GT(j.at("training").at("tokens_per_second").get<double>(), 0);
 }
 
@@ -375,12 +388,12 @@ TEST_F(PretrainRun, FolderLoadsAsACheckpoint) {
     const Qwen2Weights w = load_checkpoint(*dir_a_);
     EXPECT_EQ(w.config.vocab_size % 64, 0);
     EXPECT_GE(w.config.vocab_size, tok.vocab_size());
-    EXPECT_LE(tok.vocab_size(), 320);
+    EXPECT_LE(tok.vocab_size(), 420);
     EXPECT_EQ(w.config.eos_token_id, tok.token_to_id("<|im_end|>"));
     EXPECT_EQ(w.config.bos_token_id, tok.token_to_id("<|endoftext|>"));
     EXPECT_TRUE(w.config.tie_word_embeddings);
-    EXPECT_EQ(w.config.hidden_size, 256);
-    EXPECT_EQ(w.config.num_hidden_layers, 4);
+    EXPECT_EQ(w.config.hidden_size, 64);
+    EXPECT_EQ(w.config.num_hidden_layers, 2);
     EXPECT_EQ(w.embed_tokens.type, WeightType::bf16);
     const json gen = read_json_file(*dir_a_ / "generation_config.json");
     EXPECT_EQ(gen.at("eos_token_id"), w.config.eos_token_id);
@@ -412,14 +425,16 @@ TEST_F(PretrainRun, FolderLoadsAsACheckpoint) {
 TEST_F(PretrainRun, RefusesAnExistingFolder) {
     const std::string before = checkpoint_sha256(*dir_a_);
     PretrainConfig c = micro_config();
-    c.tokens = 4 * 96;
-    const std::string msg = message_of([&] { pretrain_run(c, *docs_, {}, *dir_a_); });
+    c.tokens = 4 * 128;
+    const Qwen2Config shape = micro_shape();
+    const std::string msg = message_of([&] { pretrain_run(c, *docs_, {}, *dir_a_, {}, &shape); });
     EXPECT_NE(msg.find("refusing to overwrite existing folder"), std::string::npos) << msg;
     EXPECT_EQ(checkpoint_sha256(*dir_a_), before);
 }
 
 TEST_F(PretrainRun, SameSeedSameBytes) {
-    pretrain_run(micro_config(), *docs_, *check_, *dir_b_);
+    const Qwen2Config shape = micro_shape();
+    pretrain_run(micro_config(), *docs_, *check_, *dir_b_, {}, &shape);
     EXPECT_EQ(sha256_file(*dir_a_ / "model.safetensors"), sha256_file(*dir_b_ / "model.safetensors"));
     EXPECT_EQ(sha256_file(*dir_a_ / "tokenizer.json"), sha256_file(*dir_b_ / "tokenizer.json"));
     const json a = read_json_file(*dir_a_ / "pretrain.json"), b = read_json_file(*dir_b_ / "pretrain.json");
