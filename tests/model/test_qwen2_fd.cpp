@@ -10,6 +10,8 @@
 // difference quotient has an absolute noise of ~1e-4 and an O(h²)
 // truncation error of relative ~1e-5 — hence the additive term, and the
 // largest-|g| coordinate of each tensor makes the relative test bite.
+#include <omp.h>
+
 #include <algorithm>
 
 #include "test_qwen2_common.h"
@@ -29,6 +31,9 @@ Qwen2Config tiny_config() {
 }
 
 void check_fd(Loss kind) {
+    // ~700 forwards of a tiny model: threads would only add barrier waits
+    // (and numerics do not depend on the thread count here).
+    omp_set_num_threads(1);
     Qwen2Config c = tiny_config();
     Qwen2Weights w = small_weights(c, WeightType::f32, 3, 0.15);
     Qwen2Weights g = qwen2_grads_like(w);
