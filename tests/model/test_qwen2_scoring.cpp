@@ -219,3 +219,64 @@ TEST(Qwen2Full, ParameterNamesFollowTheCheckpoint) {
     Qwen2Weights wb = small_weights(c, WeightType::bf16);
     EXPECT_THROW(qwen2_parameters(wb, nullptr), Error);
 }
+
+// The one LoRA-aware projection: y = round_bf16(W·bf16(x) + bias + (alpha/r)·B(A x)) for a BF16
+// base (the branch from the unrounded FP32 x), and no rounding at all for an FP32 base.
+TEST(Qwen2Lora, ProjectionRoundsTheSumToTheBaseDtype) {
+    const int64_t M = 3, in = 16, out = 12;
+    Philox rng(60, 0);
+    Qwen2Config c = small_config();
+    c.hidden_size = in;
+    c.intermediate_size = out;  // gate_proj: (out, in)
+    c.num_hidden_layers = 1;
+    LoraAdapters lora(c, LoraConfig{}, 61);
+    LoraAdapter* ad = lora.get(0, Proj::gate);
+    ASSERT_NE(ad, nullptr);
+    for (auto& b : ad->B) b = static_cast<float>(rng.normal() * 0.5);
+    std::vector<float> x(static_cast<size_t>(M * in)), bias(static_cast<size_t>(out));
+    for (auto& v : x) v = static_cast<float>(rng.normal());
+    for (auto& v : bias) v = static_cast<float>(rng.normal() * 0.1);
+    for (WeightType type : {WeightType::bf16, WeightType::f32}) {
+        Matrix W;
+        W.type = type;
+        W.rows = out;
+        W.cols = in;
+        for (int64_t i = 0; i < out * in; ++i) {
+            const float v = round_to_bf16(static_cast<float>(rng.normal() * 0.3));
+            if (type == WeightType::bf16)
+                W.b.push_back(float_to_bf16(v));
+            else
+                W.f.push_back(v + 1e-4f);  // not BF16-representable
+        }
+        std::vector<float> y(static_cast<size_t>(M * out)), mid(static_cast<size_t>(M * 8));
+        projection_forward(y.data(), mid.data(), x.data(), W, bias.data(), ad, M);
+        int representable = 0;
+        for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < out; ++n) {
+                double base = 0, branch = 0;
+                for (int64_t k = 0; k < in; ++k) {
+                    const float xk = x[static_cast<size_t>(m * in + k)];
+                    base += static_cast<double>(type == WeightType::bf16 ? round_to_bf16(xk) : xk) * W.at(n, k);
+                }
+                for (int64_t j = 0; j < 8; ++j) {
+                    double ax = 0;
+                    for (int64_t k = 0; k < in; ++k)
+                        ax += static_cast<double>(ad->A[static_cast<size_t>(j * in + k)]) * x[static_cast<size_t>(m * in + k)];
+                    branch += static_cast<double>(ad->B[static_cast<size_t>(n * 8 + j)]) * ax;
+                }
+                const double sum = base + bias[static_cast<size_t>(n)] + 2.0 * branch;  // alpha/r = 16/8
+                const float got = y[static_cast<size_t>(m * out + n)];
+                representable += round_to_bf16(got) == got;
+                if (type == WeightType::bf16) {
+                    const float want = round_to_bf16(static_cast<float>(sum));
+                    EXPECT_LE(std::abs(got - want), std::abs(want) * 0x1.0p-7) << m << "," << n;  // ≤ 1 BF16 ulp
+                } else {
+                    EXPECT_NEAR(got, sum, 1e-5 * (1 + std::abs(sum))) << m << "," << n;
+                }
+            }
+        if (type == WeightType::bf16)
+            EXPECT_EQ(representable, M * out);  // every output is a BF16 value
+        else
+            EXPECT_LT(representable, M * out / 2);  // FP32: nothing rounded
+    }
+}
