@@ -267,20 +267,33 @@ void PackedBatcher::pack_epoch() {
     ++epoch_;
     rows_.clear();
     cursor_ = 0;
+    // First fit over a window of open rows, in shuffled order: each example
+    // goes to the oldest open row it fits in, else opens a row; when the
+    // window is full the oldest row is closed. (Closing every row at the
+    // first misfit would leave ~40 % of a 128-token row empty here.)
+    constexpr size_t kOpenRows = 16;
+    struct Open {
+        int64_t used = 0;
+        std::vector<int64_t> items;
+    };
+    std::vector<Open> open;
     const auto order = rng_.permutation(static_cast<int64_t>(examples_.size()));
-    std::vector<int64_t> row;
-    int64_t used = 0;
     for (int64_t i : order) {
         const int64_t n = static_cast<int64_t>(examples_[static_cast<size_t>(i)].tokens.size());
-        if (used + n > T_) {
-            rows_.push_back(std::move(row));
-            row.clear();
-            used = 0;
+        size_t r = 0;
+        while (r < open.size() && open[r].used + n > T_) ++r;
+        if (r == open.size()) {
+            if (open.size() == kOpenRows) {
+                rows_.push_back(std::move(open.front().items));
+                open.erase(open.begin());
+            }
+            open.emplace_back();
+            r = open.size() - 1;
         }
-        row.push_back(i);
-        used += n;
+        open[r].used += n;
+        open[r].items.push_back(i);
     }
-    if (!row.empty()) rows_.push_back(std::move(row));
+    for (auto& o : open) rows_.push_back(std::move(o.items));
 }
 
 PackedBatch PackedBatcher::next() {

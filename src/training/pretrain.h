@@ -113,9 +113,11 @@ struct PretrainExample {
 // prose: encode(text) + <|endoftext|> [loss on all but the first token].
 PretrainExample pretrain_encode(const Tokenizer& tok, const PretrainDocument& doc, std::string_view system_prompt);
 
-// Batches of packed rows: each epoch shuffles the examples (Philox) and fills
-// rows of T tokens with whole examples in that order; the rest of a row is
-// padding (mask 0). An example longer than T is an Error.
+// Batches of packed rows: each epoch shuffles the examples (Philox) and packs
+// whole examples into rows of T tokens, first fit over a window of 16 open
+// rows in that order; the rest of a row is padding (mask 0). Documents in a
+// row see the ones before them (as in GPT-style packing); every row starts a
+// document at position 0. An example longer than T is an Error.
 struct PackedBatch {
     int64_t B = 0, T = 0;
     std::vector<int32_t> tokens;  // (B, T)
