@@ -30,7 +30,13 @@ json merge_config(const json& base, const json& overlay, const std::string& wher
 // Applies one "a.b.c=value" assignment; the value is parsed as JSON and, if
 // that fails, taken as a string ("ppo.missing_eos=add").
 void set_config_value(json& config, std::string_view assignment);
-// The effective config: preset, then each file in order, then each --set.
+// Range and enumeration checks of the values every stage relies on (learning
+// rates > 0, ratios in [0, 1], epochs >= 1, missing_eos in {replace, add},
+// known LoRA targets, limits that fit, …); errors name the key, the allowed
+// values and what was found.
+void validate_study_config(const json& config);
+// The effective config: preset, then each file in order, then each --set,
+// then validate_study_config.
 json effective_config(std::string_view preset, const std::vector<fs::path>& config_files,
                       const std::vector<std::string>& sets);
 

@@ -184,6 +184,31 @@ TEST(StudyConfig, FilesAndSetOverrideKnownKeysOnly) {
     fs::remove_all(dir);
 }
 
+TEST(StudyConfig, ValuesAreValidated) {
+    for (const std::string& name : preset_names()) validate_study_config(preset_config(name));
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"ppo.missing_eos=drop", "'ppo.missing_eos' must be one of replace, add; got 'drop'"},
+        {"sft.lr=0", "'sft.lr' must be in (0"},
+        {"ppo.critic_lr=-1e-5", "'ppo.critic_lr' must be in (0"},
+        {"reward.warmup_ratio=1.5", "'reward.warmup_ratio' must be in [0, 1]"},
+        {"ppo.lambda=1.2", "'ppo.lambda' must be in [0, 1]"},
+        {"sft.epochs=0", "'sft.epochs' must be >= 1"},
+        {"lora.rank=0", "'lora.rank' must be >= 1"},
+        {"lora.dropout=0.1", "'lora.dropout' must be in [0, 0]"},
+        {R"(lora.targets=["q_proj","qkv"])", "\"qkv\""},
+        {"lora.targets=[]", "non-empty"},
+        {"limits.max_context=64", "'limits.max_context' (64)"},
+        {"feedback.kind=crowd", "'feedback.kind' must be one of human, ai"},
+        {"max_updates=0", "'max_updates' must be null or >= 1"},
+    };
+    for (auto& [set, fragment] : bad) {
+        std::string m = error_of([&] { effective_config("seed", {}, {set}); });
+        EXPECT_NE(m.find(fragment), std::string::npos) << set << ": " << m;
+    }
+    // Smoke-run caps stay legal even below the interrupt point.
+    EXPECT_EQ(config_int(effective_config("tiny", {}, {"ppo.iterations=2", "max_updates=2"}), "ppo.iterations"), 2);
+}
+
 TEST(StudyConfig, CommandPrintsTheEffectiveConfig) {
     const char* bin = std::getenv("PPOLAB_BINARY");
     ASSERT_TRUE(bin != nullptr) << "PPOLAB_BINARY is set by CTest";
