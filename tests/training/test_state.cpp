@@ -173,6 +173,25 @@ TEST(ResumeState, InterruptedAndResumedEqualsContinuousBitwise) {
     fs::remove_all(dir);
 }
 
+TEST(ResumeState, TwoInterruptionsInARowStillEqualTheContinuousRun) {
+    fs::path dir = test::fresh_temp_dir("state_twice");
+    ToyRun continuous;
+    continuous.run_until(ToyRun::kTotal);
+    ToyRun first;
+    first.run_until(3);
+    save_resume_state(dir / "latest.gz", first.state());
+    ToyRun second;
+    second.restore(load_resume_state(dir / "latest.gz"), "latest.gz");
+    second.run_until(8);
+    save_resume_state(dir / "latest.gz", second.state(), Overwrite::replace);  // the "latest" slot
+    ToyRun third;
+    third.restore(load_resume_state(dir / "latest.gz"), "latest.gz");
+    third.run_until(ToyRun::kTotal);
+    EXPECT_EQ(states_first_difference(continuous.state(), third.state()), "");
+    EXPECT_EQ(third.history.size(), static_cast<size_t>(ToyRun::kTotal));
+    fs::remove_all(dir);
+}
+
 TEST(ResumeState, ForgettingAnyPartOfTheStateIsDetected) {
     // The comparison must be able to fail: resume without one piece of state.
     ToyRun continuous;
