@@ -17,11 +17,16 @@ std::atomic<MatmulPath> forced_path{MatmulPath::automatic};
 
 // work: multiply-adds of the product. Tiny products (adapters of a tiny
 // model, tests) run on the calling thread in the portable loops: a oneDNN
-// call or an OpenMP region costs more than the work.
-MatmulPath choose(int64_t M, int64_t work) {
+// call or an OpenMP region costs more than the work. The small-M kernel
+// keeps all M input rows (M·K BF16) in L1 beside the weight stream; from 3
+// rows whose inputs outgrow ~24 KiB (the 0.5B down projection, K = 4864)
+// oneDNN is faster (measured: BENCHMARKS.md).
+MatmulPath choose(int64_t M, int64_t K, int64_t work) {
     MatmulPath p = forced_path.load(std::memory_order_relaxed);
-    if (p == MatmulPath::automatic)
-        p = work < kTinyWork ? MatmulPath::portable : M <= kSmallM ? MatmulPath::small_m : MatmulPath::dnnl;
+    if (p == MatmulPath::automatic) {
+        const bool small = M <= kSmallM && (M < 3 || M * K * 2 <= (24 << 10));
+        p = work < kTinyWork ? MatmulPath::portable : small ? MatmulPath::small_m : MatmulPath::dnnl;
+    }
     if (p == MatmulPath::small_m && !matmul_has_avx512bf16()) p = MatmulPath::portable;
     return p;
 }
@@ -42,7 +47,7 @@ void matmul_set_path(MatmulPath path) { forced_path.store(path); }
 MatmulPath matmul_path() { return forced_path.load(); }
 
 const char* matmul_path_name(int64_t M, int64_t N, int64_t K) {
-    switch (choose(M, M * N * K)) {
+    switch (choose(M, K, M * N * K)) {
         case MatmulPath::small_m: return "small_m_avx512";
         case MatmulPath::dnnl: return "dnnl";
         default: return "portable";
@@ -54,7 +59,7 @@ void linear_forward(float* Y, const float* X, WeightView W, int64_t M, bool accu
     PPOLAB_ASSERT(M >= 0);
     if (M == 0 || W.rows == 0) return;
     if (W.cols == 0) return zero_product(Y, M * W.rows, accumulate);
-    switch (choose(M, M * W.rows * W.cols)) {
+    switch (choose(M, W.cols, M * W.rows * W.cols)) {
         case MatmulPath::small_m: return matmul_detail::small_m_forward(Y, X, W, M, accumulate);
         case MatmulPath::dnnl: return matmul_detail::dnnl_forward(Y, X, W, M, accumulate);
         default: return matmul_detail::portable_forward(Y, X, W, M, accumulate);
@@ -67,14 +72,14 @@ void linear_backward_input(float* dX, const float* dY, WeightView W, int64_t M, 
     if (M == 0 || W.cols == 0) return;
     if (W.rows == 0) return zero_product(dX, M * W.cols, accumulate);
     // No small-M kernel here: training runs whole sequences (M ≥ 64).
-    if (choose(M, M * W.rows * W.cols) == MatmulPath::portable) return matmul_detail::portable_backward_input(dX, dY, W, M, accumulate);
+    if (choose(M, W.cols, M * W.rows * W.cols) == MatmulPath::portable) return matmul_detail::portable_backward_input(dX, dY, W, M, accumulate);
     matmul_detail::dnnl_backward_input(dX, dY, W, M, accumulate);
 }
 
 void linear_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K) {
     PPOLAB_ASSERT(M >= 0 && N >= 0 && K >= 0);
     if (M == 0 || N == 0 || K == 0) return;
-    if (choose(M, M * N * K) == MatmulPath::portable) return matmul_detail::portable_backward_weight(dW, dY, X, M, N, K);
+    if (choose(M, K, M * N * K) == MatmulPath::portable) return matmul_detail::portable_backward_weight(dW, dY, X, M, N, K);
     matmul_detail::dnnl_backward_weight(dW, dY, X, M, N, K);
 }
 

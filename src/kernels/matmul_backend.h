@@ -20,7 +20,8 @@ namespace ppolab {
 
 enum class MatmulPath { automatic, small_m, dnnl, portable };
 
-// Rows up to which the automatic path uses the small-M kernels (measured:
+// Rows up to which the automatic path uses the small-M kernels — from 3
+// rows only while the inputs (M·K BF16) fit in 24 KiB of L1 (measured:
 // bench_matmul, BENCHMARKS.md).
 inline constexpr int64_t kSmallM = 8;
 // Products of fewer multiply-adds than this run single-threaded in the

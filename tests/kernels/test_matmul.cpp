@@ -149,6 +149,7 @@ TEST(Matmul, ReportsCpuAndPaths) {
     EXPECT_STREQ(matmul_path_name(128, 896, 896), "dnnl");
     EXPECT_STREQ(matmul_path_name(kSmallM, 896, 896), matmul_has_avx512bf16() ? "small_m_avx512" : "portable");
     EXPECT_STREQ(matmul_path_name(2, 8, 8), "portable");  // tiny: no thread, no library call
+    EXPECT_STREQ(matmul_path_name(4, 896, 4864), "dnnl");  // 4 input rows of 9.7 KB: beyond L1
 }
 
 TEST(Matmul, ConvertToBf16MatchesScalarRounding) {
