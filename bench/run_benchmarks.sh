@@ -4,6 +4,9 @@
 #
 #   bench/run_benchmarks.sh [--build DIR] [--min-time S] [--reps N] [--threads T] [--freeze] [matmul] [model]
 #
+# Both sides run with OMP_WAIT_POLICY=PASSIVE (what the ppolab CLI sets for
+# itself; on a busy machine the default spin barrier is 7x slower, see
+# BENCHMARKS.md); override with WAIT_POLICY=ACTIVE in the environment.
 # --threads 1 compares one core against one core and adds CPU-time ratios,
 # which stay meaningful while other jobs load the machine (2 threads are
 # the reference setting; they need a quiet machine). --freeze runs
@@ -39,6 +42,7 @@ while [[ $# -gt 0 ]]; do
 done
 [[ ${#PARTS[@]} -eq 0 ]] && PARTS=(matmul model)
 TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
+export OMP_WAIT_POLICY=${WAIT_POLICY:-PASSIVE}
 OUT=$BUILD/bench-results
 mkdir -p "$OUT"
 
@@ -57,7 +61,7 @@ else
   BLAS_NOTE="OpenMP OpenBLAS not available: PyTorch as installed"
 fi
 
-echo "== $(date -u +%FT%TZ) $(uname -n); $THREADS thread(s); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== $(date -u +%FT%TZ) $(uname -n); $THREADS thread(s), OMP_WAIT_POLICY=$OMP_WAIT_POLICY; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== ppolab $(git -C "$ROOT" rev-parse --short HEAD); PyTorch $("$TORCH_PY" -c 'import torch; print(torch.__version__)') ($BLAS_NOTE)"
 
 for part in "${PARTS[@]}"; do
