@@ -1,0 +1,286 @@
+// evaluate.cpp — held-out generation and rubric scoring (SPEC §7).
+#include "evaluation/evaluate.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "model/generate.h"
+#include "training/roles.h"
+#include "util/error.h"
+#include "util/progress.h"
+#include "util/sha256.h"
+
+namespace ppolab {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Rows teacher-forced together when computing scores and log-probs.
+constexpr size_t kScoringChunk = 16;
+
+std::string prefix(EvalSet set) { return set == EvalSet::validation ? "validation-" : ""; }
+
+// The response positions of row b of a scoring batch, in order.
+std::vector<float> response_slice(const ScoringBatch& b, const std::vector<float>& per_position, int64_t row) {
+    std::vector<float> out;
+    for (int64_t t = 0; t < b.T; ++t)
+        if (b.response_mask[static_cast<size_t>(row * b.T + t)]) out.push_back(per_position[static_cast<size_t>(row * b.T + t)]);
+    return out;
+}
+
+}  // namespace
+
+EvalSet parse_eval_set(std::string_view text) {
+    if (text == "held-out" || text == "test+probes") return EvalSet::held_out;
+    if (text == "validation") return EvalSet::validation;
+    fail("--population: expected 'validation' or 'held-out' (test + probes, the default); got '", text, "'");
+}
+
+const char* eval_set_name(EvalSet set) { return set == EvalSet::validation ? "validation" : "held-out"; }
+
+StageScope evaluation_generation_scope(EvalSet set) {
+    return set == EvalSet::validation ? StageScope::learn : StageScope::eval;
+}
+
+std::vector<std::string> evaluation_policies(EvalSet set) {
+    if (set == EvalSet::validation) return {"base", "sft"};
+    return {"sft", "ppo"};
+}
+
+std::optional<fs::path> policy_dir(const RunLayout& run, const std::string& policy) {
+    if (policy == "base") return std::nullopt;
+    if (policy == "sft") return run.final_dir("sft");
+    if (policy == "ppo") return run.final_dir("ppo") / "actor";
+    fail("evaluate: unknown policy '", policy, "' (expected base, sft or ppo)");
+}
+
+fs::path generations_path(const RunLayout& run, EvalSet set, const std::string& policy) {
+    return run.eval() / (prefix(set) + policy + "-generations.json");
+}
+fs::path scored_path(const RunLayout& run, EvalSet set, const std::string& policy) {
+    return run.eval() / (prefix(set) + policy + "-scored.json");
+}
+fs::path metrics_path(const RunLayout& run, EvalSet set) { return run.eval() / (prefix(set) + "metrics.json"); }
+
+std::vector<fs::path> evaluation_outputs(const RunLayout& run, EvalSet set) {
+    std::vector<fs::path> out;
+    for (const std::string& p : evaluation_policies(set)) {
+        out.push_back(generations_path(run, set, p));
+        out.push_back(scored_path(run, set, p));
+    }
+    out.push_back(metrics_path(run, set));
+    return out;
+}
+
+std::vector<EvalRow> evaluation_prompts(const GuardedReader& reader, const fs::path& corpus_dir, EvalSet set) {
+    std::vector<EvalRow> rows;
+    auto add = [&](const std::string& id, const std::string& family, const char* population, const std::string& prompt) {
+        EvalRow r;
+        r.id = id;
+        r.family = family;
+        r.population = population;
+        r.prompt = prompt;
+        rows.push_back(std::move(r));
+    };
+    if (set == EvalSet::validation) {
+        for (const PreferencePair& p : load_pairs(reader, corpus_dir, PairSplit::validation))
+            add(p.id, p.family, "validation", p.prompt);
+        return rows;
+    }
+    for (const PromptRow& p : load_eval_prompts(reader, corpus_dir, EvalPopulation::test))
+        add(p.id, p.family, "test", p.prompt);
+    for (const PromptRow& p : load_eval_prompts(reader, corpus_dir, EvalPopulation::probe))
+        add(p.id, p.family, "probe", p.prompt);
+    return rows;
+}
+
+json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
+    const fs::path out = generations_path(s.run, set, policy);
+    if (fs::exists(out)) fail("refusing to overwrite ", out.string());
+    const auto started = Clock::now();
+    std::vector<EvalRow> rows = evaluation_prompts(s.reader(), s.run.corpus(), set);
+
+    // The policy (no adapters for the base), the reference (SFT) and the judge.
+    std::optional<Role> actor;
+    if (auto dir = policy_dir(s.run, policy)) actor.emplace(load_role(*dir, policy, RoleKind::policy, s));
+    std::optional<Role> reference, judge;
+    const bool have_sft = s.reader().exists(s.run.final_dir("sft") / "learned.safetensors");
+    const bool have_judge = s.reader().exists(s.run.final_dir("reward") / "learned.safetensors");
+    if (set == EvalSet::held_out && !have_judge)
+        fail("evaluate: no judge at ", s.run.final_dir("reward").string(), " (run `ppolab reward` first)");
+    if (have_sft) reference.emplace(load_role(s.run.final_dir("sft"), "reference", RoleKind::policy, s));
+    if (have_judge) judge.emplace(load_role(s.run.final_dir("reward"), "reward", RoleKind::reward, s));
+    const std::string actor_identity = actor ? actor->learned_identity() : std::string("base (no adapters)");
+    const std::string reference_identity = reference ? reference->learned_identity() : std::string();
+    const std::string judge_identity = judge ? judge->learned_identity() : std::string();
+    Qwen2 actor_model(s.base, actor ? &actor->lora : nullptr);
+
+    GenerationOptions gen;
+    gen.max_new_tokens = s.limits.max_response;
+    gen.eos_id = s.eos_id;
+    gen.pad_id = s.pad_id;
+    gen.greedy = true;
+    Philox unused_rng(0, 0);  // greedy decoding draws nothing
+
+    // 1. generation, one row per forward: no padding, so the repeated probe
+    //    rows are independent computations that must agree bit for bit.
+    const auto t_gen = Clock::now();
+    {
+        Progress bar("evaluate " + policy + " generate", static_cast<int64_t>(rows.size()));
+        for (size_t i = 0; i < rows.size(); ++i) {
+            EvalRow& r = rows[i];
+            std::vector<int32_t> prompt = s.encode_prompt(r.prompt);
+            if (static_cast<int64_t>(prompt.size()) > s.limits.max_prompt)
+                fail("prompt ", r.id, ": ", prompt.size(), " tokens, over limits.max_prompt ", s.limits.max_prompt,
+                     " (refused, never truncated)");
+            Generation g = generate(actor_model, {prompt}, gen, unused_rng)[0];
+            r.response = g.tokens;
+            r.finish_reason = g.finish_reason;
+            r.sampling_logp = g.logprobs;
+            std::vector<int32_t> body = g.tokens;
+            if (g.finish_reason == "eos" && !body.empty() && body.back() == s.eos_id) body.pop_back();
+            std::optional<std::string> strict = s.tokenizer().decode_strict(body);
+            r.decodable = strict.has_value();
+            r.text = strict ? *strict : s.tokenizer().decode(body);
+            bar.update(static_cast<int64_t>(i + 1));
+        }
+        bar.finish();
+    }
+    const double generation_seconds = since(t_gen);
+    check_repeated_generations(rows);
+
+    // 2. teacher-forced: the judge's score, actor and reference log-probs.
+    const auto t_score = Clock::now();
+    Qwen2 reference_model(s.base, reference ? &reference->lora : nullptr);
+    std::optional<Qwen2> judge_model;
+    if (judge) judge_model.emplace(s.base, &judge->lora);
+    Scorer actor_scorer(actor_model), reference_scorer(reference_model);
+    {
+        Progress bar("evaluate " + policy + " score", static_cast<int64_t>(rows.size()));
+        for (size_t first = 0; first < rows.size(); first += kScoringChunk) {
+            const size_t last = std::min(rows.size(), first + kScoringChunk);
+            std::vector<ScoringRow> chunk;
+            for (size_t i = first; i < last; ++i) chunk.push_back(ScoringRow{s.encode_prompt(rows[i].prompt), rows[i].response});
+            ScoringBatch b = s.batch(chunk);
+            std::vector<float> per_pos(static_cast<size_t>(b.B * b.T)), scores(static_cast<size_t>(b.B));
+            actor_scorer.response_logprobs(b, per_pos.data(), false);
+            for (int64_t k = 0; k < b.B; ++k) rows[first + static_cast<size_t>(k)].actor_logp = response_slice(b, per_pos, k);
+            if (reference) {
+                reference_scorer.response_logprobs(b, per_pos.data(), false);
+                for (int64_t k = 0; k < b.B; ++k)
+                    rows[first + static_cast<size_t>(k)].reference_logp = response_slice(b, per_pos, k);
+            }
+            if (judge) {
+                Scorer judge_scorer(*judge_model);
+                judge_scorer.reward_scores(b, *judge->head, scores.data(), false);
+                for (int64_t k = 0; k < b.B; ++k) rows[first + static_cast<size_t>(k)].learned_score = scores[static_cast<size_t>(k)];
+            }
+            bar.update(static_cast<int64_t>(last));
+        }
+        bar.finish();
+    }
+    const double scoring_seconds = since(t_score);
+    if (actor && actor->learned_identity() != actor_identity) fail("evaluate: the policy changed while generating");
+    if (reference && reference->learned_identity() != reference_identity) fail("evaluate: the reference changed");
+    if (judge && judge->learned_identity() != judge_identity) fail("evaluate: the judge changed while scoring");
+    if (base_frozen_identity(s.base) != s.base_identity) fail("evaluate: the frozen base changed");
+
+    json identity = s.identity();
+    identity["stage"] = "evaluate-generate";
+    identity["population"] = eval_set_name(set);
+    identity["policy"] = policy;
+    identity["policy_learned_identity"] = actor_identity;
+    identity["reference"] = reference ? json("sft") : json(nullptr);
+    identity["reference_learned_identity"] = reference_identity;
+    identity["judge_learned_identity"] = judge_identity;
+    const Manifest manifest = load_manifest(s.reader(), s.run.corpus());
+    json data = json::object();
+    for (const char* f : set == EvalSet::validation
+                             ? std::vector<const char*>{"learn/validation_pairs.jsonl"}
+                             : std::vector<const char*>{"eval/test_prompts.jsonl", "eval/probe_prompts.jsonl"})
+        data[f] = manifest.files.at(f).sha256;
+    identity["data"] = data;
+    identity["generation"] = {{"greedy", true},
+                              {"max_new_tokens", gen.max_new_tokens},
+                              {"eos_id", gen.eos_id},
+                              {"pad_id", gen.pad_id},
+                              {"rows_per_forward", 1}};
+    json roots = json::array();
+    for (const fs::path& r : s.reader().roots()) roots.push_back(r.string());
+    identity["readable_roots"] = roots;
+
+    json jrows = json::array();
+    for (const EvalRow& r : rows) jrows.push_back(json::parse(eval_row_to_json(r).dump()));
+    json result{{"identity", identity},
+                {"rows", rows.size()},
+                {"distinct_prompts", [&] {
+                     std::vector<const EvalRow*> all;
+                     for (const EvalRow& r : rows) all.push_back(&r);
+                     return unique_contexts(all).size();
+                 }()},
+                {"repeated_generations_identical", true},
+                {"labels_read", false},
+                {"generation_seconds", generation_seconds},
+                {"scoring_seconds", scoring_seconds},
+                {"seconds", since(started)},
+                {"rows_detail", jrows}};
+    fs::create_directories(out.parent_path());
+    write_json_atomic(out, result);
+    return result;
+}
+
+void score_rows(std::vector<EvalRow>& rows, const GoldLabels& gold) {
+    for (EvalRow& r : rows) {
+        const GoldLabel& label = gold.at(r.id);
+        if (label.family != r.family)
+            fail("gold label ", r.id, ": family ", label.family, " but the generated row says ", r.family);
+        r.expected_action = label.expected_action;
+        r.verdict = evaluate_response(r.text, finish_reason_parse(r.finish_reason), label.expected_action, r.decodable);
+    }
+}
+
+json evaluate_score(const Study& s, EvalSet set) {
+    const auto started = Clock::now();
+    const GoldLabels gold = load_gold(s.reader(), s.run.corpus());
+    json metrics_out = json::object();
+    json identity = s.identity();
+    identity["stage"] = "evaluate-score";
+    identity["population"] = eval_set_name(set);
+    json generations_sha = json::object();
+    for (const std::string& policy : evaluation_policies(set)) {
+        const fs::path in = generations_path(s.run, set, policy);
+        const std::string text = s.reader().read(in);
+        generations_sha[in.filename().string()] = sha256_hex(text);
+        const json g = parse_json(text, in.string());
+        std::vector<EvalRow> rows;
+        for (const json& j : json_field(g, "rows_detail", in.string())) rows.push_back(eval_row_from_json(j, in.string()));
+        if (static_cast<int64_t>(rows.size()) != json_int(g, "rows", in.string())) fail(in.string(), ": row count differs from field 'rows'");
+        check_repeated_generations(rows);
+        score_rows(rows, gold);
+        json jrows = json::array();
+        for (const EvalRow& r : rows) jrows.push_back(json::parse(eval_row_to_json(r).dump()));
+        const ordered_json m = policy_metrics(rows, set == EvalSet::validation);
+        json scored{{"identity", identity},
+                    {"policy", policy},
+                    {"generation_identity", json_field(g, "identity", in.string())},
+                    {"generations_sha256", sha256_hex(text)},
+                    {"metrics", json::parse(m.dump())},
+                    {"rows", rows.size()},
+                    {"rows_detail", jrows}};
+        write_json_atomic(scored_path(s.run, set, policy), scored);
+        metrics_out[policy] = json::parse(m.dump());
+    }
+    identity["generations_sha256"] = generations_sha;
+    metrics_out["identity"] = identity;
+    metrics_out["note"] =
+        "Rubric verdicts come from the reserved rubric of a simulated signal (OfficeHelpPrefs-v1), not from human "
+        "feedback; the learned reward is the frozen judge's score, not human satisfaction. Rows and unique contexts "
+        "are kept apart: the 4 probe rows of a context are one independent case.";
+    metrics_out["seconds"] = since(started);
+    write_json_atomic(metrics_path(s.run, set), metrics_out);
+    return metrics_out;
+}
+
+}  // namespace ppolab

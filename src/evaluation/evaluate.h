@@ -1,0 +1,64 @@
+// evaluate.h — `ppolab evaluate` (SPEC §7): held-out greedy generation, then
+// rubric scoring, in two steps that read different things.
+//
+//   1. generation (study opened with StageScope::eval: corpus eval/ + the
+//      manifest, the model, the policy and judge checkpoints — never gold/,
+//      never learn/) generates greedily, one row per forward, every test and
+//      probe row for each policy (sft = RUN/sft/final, ppo =
+//      RUN/ppo/final/actor), checks the 4 rows of each probe context are
+//      identical, adds the frozen judge's learned score and the teacher-forced
+//      actor and reference (SFT) log-probs, and writes
+//      RUN/eval/<policy>-generations.json;
+//   2. scoring (StageScope::all) reads gold/ labels, runs the rubric on every
+//      row and writes RUN/eval/<policy>-scored.json and RUN/eval/metrics.json
+//      {policy: {population: metrics}} (see populations.h).
+//
+// `--population validation` does the same on the 180 validation prompts for
+// development checks, with policies base (no adapters) and sft, into
+// RUN/eval/validation-*.json; its generation reads learn/ (where validation
+// prompts live), never gold/.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+#include "evaluation/populations.h"
+#include "training/study.h"
+
+namespace ppolab {
+
+enum class EvalSet { held_out, validation };  // test + probes | validation prompts
+EvalSet parse_eval_set(std::string_view text);  // "held-out" (test + probes) | "validation"; Error otherwise
+const char* eval_set_name(EvalSet set);
+
+// The study scope each step needs.
+StageScope evaluation_generation_scope(EvalSet set);  // eval | learn (validation prompts live in learn/)
+
+// The policies evaluated: {"sft", "ppo"} or {"base", "sft"}.
+std::vector<std::string> evaluation_policies(EvalSet set);
+// Where a policy's adapters live; nullopt for the base (no adapters).
+std::optional<fs::path> policy_dir(const RunLayout& run, const std::string& policy);
+
+fs::path generations_path(const RunLayout& run, EvalSet set, const std::string& policy);
+fs::path scored_path(const RunLayout& run, EvalSet set, const std::string& policy);
+fs::path metrics_path(const RunLayout& run, EvalSet set);
+// Every file `evaluate` writes for `set` (refused if any exists).
+std::vector<fs::path> evaluation_outputs(const RunLayout& run, EvalSet set);
+
+// The prompts to generate on, without labels, through the reader: test rows
+// then probe rows (180 + 80), or the validation pair prompts (180).
+std::vector<EvalRow> evaluation_prompts(const GuardedReader& reader, const fs::path& corpus_dir, EvalSet set);
+
+// Step 1 for one policy on a study opened with evaluation_generation_scope:
+// writes generations_path and returns its content.
+json evaluate_generate(const Study& study, EvalSet set, const std::string& policy);
+// Step 2 on a study opened with StageScope::all: scores every policy's
+// generations, writes the scored files and the metrics; returns the metrics.
+json evaluate_score(const Study& study, EvalSet set);
+
+// Labels of scoring: the expected action of each row from gold/ (Error if a
+// row has no label or its family differs), then the rubric verdict.
+void score_rows(std::vector<EvalRow>& rows, const GoldLabels& gold);
+
+}  // namespace ppolab
