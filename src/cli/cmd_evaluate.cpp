@@ -12,11 +12,14 @@ namespace ppolab::cli {
 namespace {
 
 void print_metrics(const std::string& policy, const json& populations) {
-    for (const auto& [name, m] : populations.items()) {
+    for (const char* name : {"test", "probe_rows", "probe_unique_contexts", "all_rows", "all_unique_contexts", "validation",
+                             "validation_unique_contexts"}) {
+        if (!populations.contains(name)) continue;
+        const json& m = populations[name];
         auto num = [&](const char* key) { return m[key].is_null() ? std::string("n/a") : std::to_string(m[key].get<double>()); };
-        std::printf("%-4s %-22s rows %3lld  success %s  recognized %s  relevant|rec %s  certainty|rec %s  no-EOS %lld  "
+        std::printf("%-4s %-26s rows %3lld  success %s  recognized %s  relevant|rec %s  certainty|rec %s  no-EOS %lld  "
                     "mean tokens %s  mean learned reward %s  mean log-ratio %s\n",
-                    policy.c_str(), name.c_str(), static_cast<long long>(m["rows"].get<int64_t>()),
+                    policy.c_str(), name, static_cast<long long>(m["rows"].get<int64_t>()),
                     num("rubric_success_rate_all_outputs").c_str(), num("recognized_rate").c_str(),
                     num("relevant_rate_recognized_denominator").c_str(),
                     num("unsupported_certainty_rate_recognized_denominator").c_str(),

@@ -1,0 +1,151 @@
+// Smoke: `ppolab evaluate` and `ppolab exercise` end to end on a micro run
+// (prepare; pretrain, SFT, judge and PPO with one or two updates; generation
+// capped at 8 tokens): a label file reachable by generation is refused and
+// nothing is written; then 260 generations over 200 distinct prompts per
+// policy, the 4 probe rows of a context identical, generation files without
+// labels, scored files with verdicts, metrics per population; the exercise
+// on 80 candidates with the sha256 of the judge; both refuse to overwrite.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/json.h"
+#include "util/sha256.h"
+
+using namespace ppolab;
+
+namespace {
+
+struct Output {
+    int rc;
+    std::string out;
+};
+
+Output run_shell(const std::string& cmd) {
+    Output r{-1, ""};
+    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+    if (!p) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    const int status = ::pclose(p);
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+std::string binary() {
+    const char* b = std::getenv("PPOLAB_BINARY");
+    return b ? b : "build/bin/ppolab";
+}
+
+}  // namespace
+
+TEST(CmdEvaluate, MicroRunEndToEnd) {
+    ::setenv("PPOLAB_QUIET", "1", 1);
+    const fs::path root = fs::temp_directory_path() / ("ppolab_test_evaluate_cli_" + std::to_string(::getpid()));
+    fs::remove_all(root);
+    fs::create_directories(root);
+    const fs::path run = root / "run";
+    const std::string bin = "'" + binary() + "' ", at = " --run '" + run.string() + "'";
+
+    for (const std::string& step :
+         {std::string("prepare"),
+          std::string("pretrain --set max_updates=2 --set pretrain.conversations=400 --set pretrain.prose=50"
+                      " --set pretrain.check_prompts=6 --set pretrain.check_max_new_tokens=8"),
+          std::string("sft --set max_updates=1"), std::string("reward --set max_updates=1"),
+          std::string("ppo --set ppo.iterations=1 --set max_updates=1")}) {
+        const std::string verb = step.substr(0, step.find(' '));
+        Output o = run_shell(bin + verb + at + step.substr(verb.size()));
+        ASSERT_EQ(o.rc, 0) << step << "\n" << o.out;
+    }
+    const std::string evaluate = bin + "evaluate" + at + " --set limits.max_response=8";
+
+    // 1. a label file reachable by generation: refused, nothing written
+    const fs::path test_prompts = run / "corpus" / "eval" / "test_prompts.jsonl";
+    const fs::path saved = root / "test_prompts.jsonl";
+    fs::rename(test_prompts, saved);
+    fs::create_symlink(fs::path("..") / "gold" / "labels.jsonl", test_prompts);
+    Output leak = run_shell(evaluate);
+    EXPECT_NE(leak.rc, 0) << leak.out;
+    EXPECT_NE(leak.out.find("labels.jsonl"), std::string::npos) << leak.out;
+    EXPECT_FALSE(fs::exists(run / "eval" / "sft-generations.json"));
+    fs::remove(test_prompts);
+    fs::rename(saved, test_prompts);
+
+    // 2. the evaluation
+    Output ev = run_shell(evaluate);
+    ASSERT_EQ(ev.rc, 0) << ev.out;
+    const json metrics = read_json_file(run / "eval" / "metrics.json");
+    for (const char* policy : {"sft", "ppo"}) {
+        SCOPED_TRACE(policy);
+        const json& m = metrics.at(policy);
+        EXPECT_EQ(m.at("test").at("rows"), 180);
+        EXPECT_EQ(m.at("probe_rows").at("rows"), 80);
+        EXPECT_EQ(m.at("probe_unique_contexts").at("rows"), 20);
+        EXPECT_EQ(m.at("all_rows").at("rows"), 260);
+        EXPECT_EQ(m.at("all_unique_contexts").at("rows"), 200);
+        EXPECT_LE(m.at("all_rows").at("mean_response_tokens_eos_included").get<double>(), 8.0);
+        EXPECT_EQ(m.at("all_unique_contexts").at("distinct_prompts"), 200);
+
+        const json gen = read_json_file(run / "eval" / (std::string(policy) + "-generations.json"));
+        EXPECT_EQ(gen.at("labels_read"), false);
+        std::map<std::string, json> probe_response;
+        for (const json& r : gen.at("rows_detail")) {
+            EXPECT_FALSE(r.contains("expected_action")) << r.at("id");
+            EXPECT_FALSE(r.contains("rubric")) << r.at("id");
+            EXPECT_LE(r.at("response_ids").size(), 8u);
+            EXPECT_EQ(r.at("actor_logp").size(), r.at("response_ids").size());
+            if (policy == std::string("sft")) {
+                EXPECT_EQ(r.at("actor_logp"), r.at("reference_logp")) << r.at("id");
+            }
+            if (r.at("population") == "probe") {
+                auto [it, fresh] = probe_response.emplace(r.at("family").get<std::string>(), r.at("response_ids"));
+                if (!fresh) {
+                    EXPECT_EQ(it->second, r.at("response_ids")) << r.at("id");
+                }
+            }
+        }
+        EXPECT_EQ(probe_response.size(), 20u);
+        const json scored = read_json_file(run / "eval" / (std::string(policy) + "-scored.json"));
+        ASSERT_EQ(scored.at("rows_detail").size(), 260u);
+        for (const json& r : scored.at("rows_detail")) {
+            ASSERT_TRUE(r.contains("rubric")) << r.at("id");
+            EXPECT_GE(r.at("expected_action").get<int>(), 0);
+            EXPECT_TRUE(r.contains("text"));
+            EXPECT_TRUE(r.contains("finish_reason"));
+        }
+    }
+    EXPECT_DOUBLE_EQ(metrics.at("sft").at("all_rows").at("mean_sampled_actor_reference_logratio").get<double>(), 0.0);
+    Output again = run_shell(evaluate);
+    EXPECT_NE(again.rc, 0);
+    EXPECT_NE(again.out.find("refusing to overwrite"), std::string::npos) << again.out;
+
+    // 3. the exercise
+    const std::string judge_sha = sha256_file(run / "reward" / "final" / "learned.safetensors");
+    Output ex = run_shell(bin + "exercise" + at);
+    ASSERT_EQ(ex.rc, 0) << ex.out;
+    const json e = read_json_file(run / "exercise.json");
+    EXPECT_EQ(e.at("summary").at("contexts"), 20);
+    EXPECT_EQ(e.at("summary").at("candidates"), 80);
+    EXPECT_EQ(e.at("summary").at("per_context").size(), 20u);
+    EXPECT_EQ(e.at("judge_learned_sha256").at("before"), judge_sha);
+    EXPECT_EQ(e.at("judge_learned_sha256").at("after"), judge_sha);
+    EXPECT_EQ(e.at("artefact_sha256").at("reward/final/learned.safetensors"), judge_sha);
+    EXPECT_EQ(e.at("artefact_sha256").at("eval/metrics.json"), sha256_file(run / "eval" / "metrics.json"));
+    int64_t outranks = 0;
+    for (const json& c : e.at("summary").at("per_context")) {
+        const json& s = c.at("scores");
+        EXPECT_DOUBLE_EQ(c.at("correct_politeness_delta").get<double>(),
+                         s.at("correct_polite").get<double>() - s.at("correct_plain").get<double>());
+        outranks += s.at("wrong_polite").get<double>() > s.at("correct_plain").get<double>();
+    }
+    EXPECT_EQ(e.at("summary").at("wrong_polite_outranks_correct_plain_contexts"), outranks);
+    Output ex2 = run_shell(bin + "exercise" + at);
+    EXPECT_NE(ex2.rc, 0);
+    fs::remove_all(root);
+}
