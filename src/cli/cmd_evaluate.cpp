@@ -38,7 +38,7 @@ int run_evaluate(const Args& args) {
     {
         // Generation: never gold/ (nor learn/ for the held-out set).
         Study study = Study::open(o.config, o.run, o.model, "evaluate-generate", evaluation_generation_scope(set));
-        for (const std::string& policy : evaluation_policies(set)) {
+        for (const std::string& policy : evaluation_policies(run, set)) {
             json g = evaluate_generate(study, set, policy);
             std::printf("%s: %lld generations over %lld distinct prompts in %.1f s -> %s\n", policy.c_str(),
                         static_cast<long long>(g["rows"].get<int64_t>()),
@@ -49,7 +49,7 @@ int run_evaluate(const Args& args) {
     // Scoring: labels from gold/.
     Study study = Study::open(o.config, o.run, o.model, "evaluate-score", StageScope::all);
     json m = evaluate_score(study, set);
-    for (const std::string& policy : evaluation_policies(set)) print_metrics(policy, m[policy]);
+    for (const std::string& policy : evaluation_policies(run, set)) print_metrics(policy, m[policy]);
     std::printf("wrote %s\n", metrics_path(run, set).c_str());
     return 0;
 }

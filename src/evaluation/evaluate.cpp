@@ -44,9 +44,11 @@ StageScope evaluation_generation_scope(EvalSet set) {
     return set == EvalSet::validation ? StageScope::learn : StageScope::eval;
 }
 
-std::vector<std::string> evaluation_policies(EvalSet set) {
-    if (set == EvalSet::validation) return {"base", "sft"};
-    return {"sft", "ppo"};
+std::vector<std::string> evaluation_policies(const RunLayout& run, EvalSet set) {
+    if (set == EvalSet::held_out) return {"sft", "ppo"};
+    // Development checks may come before SFT: the base alone then.
+    if (fs::exists(run.final_dir("sft") / "learned.safetensors")) return {"base", "sft"};
+    return {"base"};
 }
 
 std::optional<fs::path> policy_dir(const RunLayout& run, const std::string& policy) {
@@ -66,7 +68,7 @@ fs::path metrics_path(const RunLayout& run, EvalSet set) { return run.eval() / (
 
 std::vector<fs::path> evaluation_outputs(const RunLayout& run, EvalSet set) {
     std::vector<fs::path> out;
-    for (const std::string& p : evaluation_policies(set)) {
+    for (const std::string& p : evaluation_policies(run, set)) {
         out.push_back(generations_path(run, set, p));
         out.push_back(scored_path(run, set, p));
     }
@@ -249,7 +251,7 @@ json evaluate_score(const Study& s, EvalSet set) {
     identity["stage"] = "evaluate-score";
     identity["population"] = eval_set_name(set);
     json generations_sha = json::object();
-    for (const std::string& policy : evaluation_policies(set)) {
+    for (const std::string& policy : evaluation_policies(s.run, set)) {
         const fs::path in = generations_path(s.run, set, policy);
         const std::string text = s.reader().read(in);
         generations_sha[in.filename().string()] = sha256_hex(text);

@@ -35,8 +35,9 @@ const char* eval_set_name(EvalSet set);
 // The study scope each step needs.
 StageScope evaluation_generation_scope(EvalSet set);  // eval | learn (validation prompts live in learn/)
 
-// The policies evaluated: {"sft", "ppo"} or {"base", "sft"}.
-std::vector<std::string> evaluation_policies(EvalSet set);
+// The policies evaluated: {"sft", "ppo"}; for validation {"base", "sft"}, or
+// {"base"} alone while RUN/sft/final does not exist yet.
+std::vector<std::string> evaluation_policies(const RunLayout& run, EvalSet set);
 // Where a policy's adapters live; nullopt for the base (no adapters).
 std::optional<fs::path> policy_dir(const RunLayout& run, const std::string& policy);
 

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "data/corpus.h"
+#include "model/checkpoint.h"
 #include "training/roles.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -175,6 +176,9 @@ json run_exercise(const Study& s) {
         fail("exercise: ", judge_file.string(), " changed (", judge_sha_before, " -> ", judge_sha_after, ")");
     const ArtefactHashes after = main_artefact_hashes(s.run);
     require_unchanged(before, after, "exercise");
+    const std::string model_sha_after = checkpoint_sha256(s.model_dir);
+    if (model_sha_after != s.model_sha256)
+        fail("exercise: the base checkpoint ", s.model_dir.string(), " changed (", s.model_sha256, " -> ", model_sha_after, ")");
 
     json identity = s.identity();
     identity["stage"] = "exercise";
@@ -196,6 +200,12 @@ json run_exercise(const Study& s) {
                 {"judge_learned_sha256", {{"before", judge_sha_before}, {"after", judge_sha_after}}},
                 {"artefacts_unchanged", true},
                 {"artefact_sha256", after},
+                {"base_checkpoint_sha256", {{"before", s.model_sha256}, {"after", model_sha_after}}},
+                // the headline numbers (also in the summary)
+                {"contexts", table["contexts"]},
+                {"wrong_polite_outranks_correct_plain", table["wrong_polite_outranks_correct_plain_contexts"]},
+                {"mean_correct_politeness_delta", table["mean_correct_politeness_delta"]},
+                {"mean_incorrect_politeness_delta", table["mean_incorrect_politeness_delta"]},
                 {"summary", table},
                 {"candidates", rows},
                 {"note",

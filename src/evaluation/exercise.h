@@ -9,7 +9,8 @@
 // with counts and means over the 20 contexts. Nothing is refitted: the
 // sha256 of the judge's learned.safetensors and of every main artefact of
 // the run are taken before and after, and any difference is an error.
-// Writes RUN/exercise.json (refused if it exists).
+// The base checkpoint's sha256 is checked too. Writes RUN/exercise.json
+// (refused if it exists); its top level repeats the headline numbers.
 #pragma once
 #include <map>
 #include <string>

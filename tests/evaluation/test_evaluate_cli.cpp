@@ -53,17 +53,27 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
     const fs::path run = root / "run";
     const std::string bin = "'" + binary() + "' ", at = " --run '" + run.string() + "'";
 
-    for (const std::string& step :
-         {std::string("prepare"),
-          std::string("pretrain --set max_updates=2 --set pretrain.conversations=400 --set pretrain.prose=50"
-                      " --set pretrain.check_prompts=6 --set pretrain.check_max_new_tokens=8"),
-          std::string("sft --set max_updates=1"), std::string("reward --set max_updates=1"),
-          std::string("ppo --set ppo.iterations=1 --set max_updates=1")}) {
-        const std::string verb = step.substr(0, step.find(' '));
-        Output o = run_shell(bin + verb + at + step.substr(verb.size()));
-        ASSERT_EQ(o.rc, 0) << step << "\n" << o.out;
-    }
+    auto steps = [&](const std::vector<std::string>& list) {
+        for (const std::string& step : list) {
+            const std::string verb = step.substr(0, step.find(' '));
+            Output o = run_shell(bin + verb + at + step.substr(verb.size()));
+            ASSERT_EQ(o.rc, 0) << step << "\n" << o.out;
+        }
+    };
+    steps({"prepare", "pretrain --set max_updates=2 --set pretrain.conversations=400 --set pretrain.prose=50"
+                      " --set pretrain.check_prompts=6 --set pretrain.check_max_new_tokens=8"});
     const std::string evaluate = bin + "evaluate" + at + " --set limits.max_response=8";
+
+    // 0. development check on the validation prompts before SFT: the base alone, no judge yet
+    Output val = run_shell(evaluate + " --population validation");
+    ASSERT_EQ(val.rc, 0) << val.out;
+    const json vm = read_json_file(run / "eval" / "validation-metrics.json");
+    EXPECT_EQ(vm.at("base").at("validation").at("rows"), 180);
+    EXPECT_TRUE(vm.at("base").at("validation").at("mean_learned_reward").is_null());
+    EXPECT_FALSE(vm.contains("sft"));
+    EXPECT_FALSE(fs::exists(run / "eval" / "sft-generations.json"));
+
+    steps({"sft --set max_updates=1", "reward --set max_updates=1", "ppo --set ppo.iterations=1 --set max_updates=1"});
 
     // 1. a label file reachable by generation: refused, nothing written
     const fs::path test_prompts = run / "corpus" / "eval" / "test_prompts.jsonl";
@@ -145,6 +155,9 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
         outranks += s.at("wrong_polite").get<double>() > s.at("correct_plain").get<double>();
     }
     EXPECT_EQ(e.at("summary").at("wrong_polite_outranks_correct_plain_contexts"), outranks);
+    EXPECT_EQ(e.at("wrong_polite_outranks_correct_plain"), outranks);
+    EXPECT_EQ(e.at("contexts"), 20);
+    EXPECT_EQ(e.at("base_checkpoint_sha256").at("before"), e.at("base_checkpoint_sha256").at("after"));
     Output ex2 = run_shell(bin + "exercise" + at);
     EXPECT_NE(ex2.rc, 0);
     fs::remove_all(root);

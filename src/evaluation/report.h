@@ -1,0 +1,78 @@
+// report.h — `ppolab report` (SPEC §9): one self-contained HTML file.
+//
+// Everything is inline: plots are SVG drawn here (no JavaScript, no external
+// fonts or CSS), tables are plain HTML, every text that comes from a file is
+// HTML-escaped. Sections render when their inputs exist and say "not run"
+// otherwise:
+//   * scope sentences (verbatim, near the top);
+//   * pretraining, SFT and judge loss curves; judge validation and test;
+//   * PPO per iteration: score, KL, value loss, clip fraction;
+//   * gold versus proxy: every saved rollout of RUN/ppo/rollouts/continuous
+//     is scored by the rubric here (labels from gold/, after training), and
+//     per iteration its rubric success rate and mean judge score are plotted
+//     against the mean sampled log-ratio to the reference;
+//   * evaluation tables per policy and population (rows and unique contexts
+//     kept apart), the probe factorial with deltas, SFT and PPO answers side
+//     by side, per-token tables (values, advantages) of a few rollouts;
+//   * resume checks and seconds per step.
+// The output is a function of the run folder's files only (deterministic).
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/corpus.h"
+#include "util/json.h"
+
+namespace ppolab {
+
+std::string html_escape(std::string_view text);
+
+// ---- plotting (inline SVG) ------------------------------------------------
+
+struct PlotSeries {
+    std::string name;
+    std::vector<double> x, y;  // (points) same length; non-finite points are skipped
+};
+
+struct PlotSpec {
+    std::string id;       // the <svg id>, unique in the page
+    std::string title;
+    std::string x_label, y_label;
+    std::vector<PlotSeries> series;
+    bool scatter = false;  // markers only (true) or lines with markers
+};
+
+// A <figure> holding an <svg id=…> with axes, ticks, labels, a legend and a
+// <figcaption>; a plot without any finite point says so instead of drawing.
+std::string svg_plot(const PlotSpec& spec, std::string_view caption);
+
+// "Nice" tick values (1, 2, 5 × 10^k steps) covering [lo, hi].
+std::vector<double> plot_ticks(double lo, double hi, int target_count = 5);
+
+// ---- gold versus proxy -----------------------------------------------------
+
+struct RolloutIterationSummary {
+    int iteration = 0;
+    int rollouts = 0;
+    int rubric_successes = 0;
+    double rubric_success_rate = 0;
+    double mean_score = 0;             // the judge's learned score
+    double mean_sampled_logratio = 0;  // mean over rollouts of sampled_logratio_sum (TRL objective/kl)
+};
+
+// Scores every rollout of RUN/ppo/rollouts/<mode>/iteration-NNN.json with the
+// rubric (expected action from `gold`), in iteration order.
+std::vector<RolloutIterationSummary> gold_versus_proxy(const fs::path& rollouts_dir, const GoldLabels& gold);
+
+// ---- the report ---------------------------------------------------------
+
+// The whole page for the run folder `run`.
+std::string render_report(const fs::path& run);
+// Renders and writes `out` atomically; refuses an existing `out`.
+void write_report(const fs::path& run, const fs::path& out);
+
+// The id of every plot the page holds for a given run (what tests look for).
+extern const std::vector<std::string> report_plot_ids;
+
+}  // namespace ppolab
