@@ -259,6 +259,16 @@ json evaluate_score(const Study& s, EvalSet set) {
         std::vector<EvalRow> rows;
         for (const json& j : json_field(g, "rows_detail", in.string())) rows.push_back(eval_row_from_json(j, in.string()));
         if (static_cast<int64_t>(rows.size()) != json_int(g, "rows", in.string())) fail(in.string(), ": row count differs from field 'rows'");
+        // The generations answer exactly the corpus's prompts, in order.
+        const std::vector<EvalRow> expected = evaluation_prompts(s.reader(), s.run.corpus(), set);
+        if (rows.size() != expected.size())
+            fail(in.string(), ": ", rows.size(), " rows; the corpus has ", expected.size(), " ", eval_set_name(set), " prompts");
+        for (size_t i = 0; i < rows.size(); ++i)
+            if (rows[i].id != expected[i].id || rows[i].prompt != expected[i].prompt ||
+                rows[i].population != expected[i].population || rows[i].family != expected[i].family)
+                fail(in.string(), ": row ", i, " is ", rows[i].id, " (", rows[i].population, "); the corpus has ",
+                     expected[i].id, " (", expected[i].population, ") with ",
+                     rows[i].prompt == expected[i].prompt ? "the same prompt" : "a different prompt");
         check_repeated_generations(rows);
         score_rows(rows, gold);
         json jrows = json::array();
