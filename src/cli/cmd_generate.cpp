@@ -10,6 +10,8 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "training/learned_io.h"
+#include "training/tensors.h"
 #include "model/checkpoint.h"
 #include "model/generate.h"
 #include "tokenizer/chat.h"
@@ -65,9 +67,28 @@ GenerationSettings read_generation_config(const fs::path& dir, const Qwen2Config
     return s;
 }
 
+// The LoRA part of a learned state written by a stage (final/learned.safetensors,
+// or a folder holding it); a scalar head, if any, is not needed to generate.
+LoraAdapters load_adapters(const fs::path& path, const Qwen2Config& config) {
+    const fs::path file = fs::is_directory(path) ? path / "learned.safetensors" : path;
+    LearnedFile stored = read_learned(file);
+    const json& l = json_field(stored.info, "lora", file.string());
+    LoraConfig lc;
+    lc.rank = json_int(l, "rank", file.string());
+    lc.alpha = json_number(l, "alpha", file.string());
+    lc.targets = json_field(l, "targets", file.string()).get<std::vector<std::string>>();
+    LoraAdapters adapters(config, lc, 0);
+    ParamList params = adapters.parameters();
+    std::vector<NamedTensor> lora;
+    for (const NamedTensor& t : stored.tensors)
+        if (t.name.rfind("head.", 0) != 0) lora.push_back(t);
+    restore_params(lora, params, file.string());
+    return adapters;
+}
+
 int run_generate(const Args& args) {
     args.allow_only({"model", "prompt", "greedy", "max-new-tokens", "seed", "json", "system", "raw",
-                     "ignore-generation-config"});
+                     "ignore-generation-config", "adapter"});
     const fs::path dir = args.get("model");
     const std::string prompt = args.get("prompt");
     const int64_t seed = args.get_int("seed", 0);
@@ -107,7 +128,10 @@ int run_generate(const Args& args) {
         fail("--prompt: ", ids.size(), " prompt tokens + ", gs.max_new_tokens, " new tokens exceed the model's ",
              limit, " positions (max_position_embeddings); the prompt is refused, not truncated");
 
-    Qwen2 model(weights);
+    // --adapter DIR: a trained policy (a stage's final/ folder, learned.safetensors).
+    LoraAdapters adapters;
+    if (args.has("adapter")) adapters = load_adapters(args.get("adapter"), weights.config);
+    Qwen2 model(weights, args.has("adapter") ? &adapters : nullptr);
     GenerationOptions opt;
     opt.max_new_tokens = gs.max_new_tokens;
     opt.greedy = gs.greedy;
@@ -142,7 +166,8 @@ int run_generate(const Args& args) {
 static Command generate_cmd(
     "generate",
     "generate --model DIR --prompt TEXT [--greedy] [--max-new-tokens N] [--seed N] [--json] [--system TEXT]\n"
-    "         [--raw] [--ignore-generation-config]   sample a chat completion (temperature 1, full vocabulary)",
+    "         [--raw] [--ignore-generation-config] [--adapter DIR]   sample a chat completion (temperature 1,\n"
+    "                            full vocabulary); --adapter: a trained policy (e.g. RUN/sft/final)",
     {"greedy", "json", "raw", "ignore-generation-config"}, run_generate);
 
 }  // namespace ppolab::cli
