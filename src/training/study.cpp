@@ -126,10 +126,16 @@ std::string base_frozen_identity(const Qwen2Weights& w) {
 }
 
 std::string running_binary_sha256() {
-    std::error_code ec;
-    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (ec) return "unknown";
-    return sha256_file(exe);
+    // /proc/self/exe opens the running binary even if its file was replaced
+    // or deleted since (a rebuild during a long run); hashed once per process.
+    static const std::string digest = [] {
+        try {
+            return sha256_file("/proc/self/exe");
+        } catch (const Error&) {
+            return std::string("unknown");
+        }
+    }();
+    return digest;
 }
 
 int64_t peak_rss_bytes() {
