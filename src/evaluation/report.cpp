@@ -106,7 +106,8 @@ std::string html_escape(std::string_view text) {
 std::vector<double> plot_ticks(double lo, double hi, int target_count) {
     PPOLAB_ASSERT(target_count >= 2);
     if (!(hi > lo)) return {lo};
-    const double raw = (hi - lo) / (target_count - 1);
+    // the smallest 1-2-5 step giving at most target_count intervals
+    const double raw = (hi - lo) / target_count;
     const double mag = std::pow(10.0, std::floor(std::log10(raw)));
     double step = mag;
     for (double m : {1.0, 2.0, 5.0, 10.0}) {

@@ -1,0 +1,31 @@
+// cmd_report.cpp — `ppolab report` (SPEC §9): one self-contained HTML file.
+#include <cstdio>
+
+#include "cli/command.h"
+#include "cli/stage_options.h"
+#include "evaluation/report.h"
+#include "util/error.h"
+
+namespace ppolab::cli {
+
+namespace {
+
+int run_report(const Args& args) {
+    // The stage options are accepted (ppolab run passes them to every step);
+    // the report reads only the run folder.
+    args.allow_only(with_stage_options({"out"}));
+    const StageOptions o = stage_options(args);
+    const fs::path out = args.has("out") ? fs::path(args.get("out")) : o.run / "report.html";
+    if (fs::exists(out)) fail("refusing to overwrite ", out.string(), " (report writes it once)");
+    write_report(o.run, out);
+    std::printf("report: %s\n", out.string().c_str());
+    return 0;
+}
+
+}  // namespace
+
+static Command report_cmd("report",
+                          "report --run RUN [--out FILE]  one self-contained HTML report (default RUN/report.html)",
+                          {}, run_report);
+
+}  // namespace ppolab::cli

@@ -1,0 +1,398 @@
+// test_report.cpp — `ppolab report`: a synthetic run folder written by hand
+// (JSON files of every stage, a real generated corpus for the gold labels),
+// rendered; the HTML is parsed (tags balanced, entities valid) and every plot,
+// section and table is found; texts from files are escaped; rubric verdicts
+// of rollouts are counted; the output is deterministic; missing stages say
+// "not run"; the command refuses to overwrite.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+#include <set>
+
+#include "data/corpus.h"
+#include "data/guarded_fs.h"
+#include "data/rubric.h"
+#include "evaluation/report.h"
+#include "util/error.h"
+#include "util/fileio.h"
+#include "util/json.h"
+
+namespace ppolab {
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+    const fs::path p = fs::temp_directory_path() / ("ppolab-test-report-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(p);
+    fs::create_directories(p);
+    return p;
+}
+
+void put(const fs::path& path, const json& value) {
+    fs::create_directories(path.parent_path());
+    write_json_atomic(path, value);
+}
+
+// A minimal HTML checker: every tag is closed in order (void elements and
+// "/>" aside), every '&' starts an entity, no raw '<' in text. Returns the
+// ids of every <svg> and the text outside tags.
+struct Parsed {
+    std::vector<std::string> svg_ids;
+    std::set<std::string> ids;
+    std::string text;
+};
+
+Parsed parse_html(const std::string& html) {
+    static const std::set<std::string> kVoid = {"meta", "br", "hr", "img", "input", "link"};
+    Parsed out;
+    std::vector<std::string> open;
+    size_t i = 0;
+    const std::regex id_re("\\sid=\"([^\"]*)\"");
+    while (i < html.size()) {
+        if (html[i] == '&') {
+            const size_t semi = html.find(';', i);
+            const std::string entity = semi == std::string::npos ? "" : html.substr(i, semi - i + 1);
+            if (!std::regex_match(entity, std::regex("&(amp|lt|gt|quot|#39);")))
+                throw std::runtime_error("bad entity at " + std::to_string(i) + ": " + html.substr(i, 12));
+        }
+        if (html[i] != '<') {
+            if (html[i] == '>') throw std::runtime_error("raw '>' in text at " + std::to_string(i));
+            out.text += html[i++];
+            continue;
+        }
+        const size_t end = html.find('>', i);
+        if (end == std::string::npos) throw std::runtime_error("unterminated tag at " + std::to_string(i));
+        const std::string tag = html.substr(i + 1, end - i - 1);
+        i = end + 1;
+        if (tag.rfind("!DOCTYPE", 0) == 0) continue;
+        if (tag.find('<') != std::string::npos) throw std::runtime_error("'<' inside tag: " + tag);
+        if (tag[0] == '/') {
+            const std::string name = tag.substr(1);
+            if (open.empty() || open.back() != name)
+                throw std::runtime_error("closing </" + name + "> but open is <" + (open.empty() ? "" : open.back()) + ">");
+            open.pop_back();
+            continue;
+        }
+        const std::string name = tag.substr(0, tag.find_first_of(" \n/"));
+        std::smatch m;
+        if (std::regex_search(tag, m, id_re)) {
+            if (!out.ids.insert(m[1]).second) throw std::runtime_error("duplicate id " + m[1].str());
+            if (name == "svg") out.svg_ids.push_back(m[1]);
+        }
+        if (tag.back() == '/' || kVoid.count(name)) continue;
+        open.push_back(name);
+    }
+    if (!open.empty()) throw std::runtime_error("unclosed <" + open.back() + ">");
+    return out;
+}
+
+size_t count(const std::string& hay, const std::string& needle) {
+    size_t n = 0;
+    for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+    return n;
+}
+
+json token(int id, const std::string& text, double value, double advantage) {
+    return {{"token", id},          {"text", text},         {"old_logp", -1.5}, {"ref_logp", -1.25},
+            {"reward", 0.0},        {"value", value},       {"advantage", advantage}, {"return", value + advantage}};
+}
+
+json rollout(const std::string& id, const std::string& prompt_id, const std::string& text, const std::string& finish,
+             double score, double logratio) {
+    return {{"rollout_id", id}, {"prompt_id", prompt_id}, {"text", text}, {"finish_reason", finish},
+            {"score", score},   {"sampled_logratio_sum", logratio},
+            {"tokens", json::array({token(11, "<tok&1>", 0.25, 0.5), token(12, "two", 0.125, -0.75)})}};
+}
+
+json metrics_of(int rows, int distinct, double success) {
+    return {{"rows", rows},
+            {"distinct_prompts", distinct},
+            {"rubric_success_rate_all_outputs", success},
+            {"recognized_rate", 0.75},
+            {"relevant_rate_recognized_denominator", 0.5},
+            {"unsupported_certainty_rate_recognized_denominator", 0.0},
+            {"refusal_rate", 0.0},
+            {"without_eos_rate", 0.125},
+            {"mean_response_tokens_eos_included", 7.5},
+            {"mean_learned_reward", 1.25},
+            {"mean_sampled_actor_reference_logratio", nullptr}};
+}
+
+// The synthetic run: two PPO iterations of 2 rollouts over real rollout
+// prompt ids of a generated corpus. Iteration 1: one rubric success of two
+// (the corpus' own correct answer); iteration 2: none.
+struct SyntheticRun {
+    fs::path root;
+    std::string success_text;
+};
+
+SyntheticRun make_run(const std::string& name) {
+    SyntheticRun r;
+    r.root = temp_dir(name) / "run";
+    fs::create_directories(r.root);
+    corpus_write(corpus_generate(), r.root / "corpus");
+    const GuardedReader reader("test", {r.root});
+    const auto prompts = load_rollout_prompts(reader, r.root / "corpus");
+    const GoldLabels gold = load_gold(reader, r.root / "corpus");
+    const std::string p0 = prompts.at(0).id, p1 = prompts.at(1).id;
+    r.success_text = response_text(gold.at(p0).expected_action, 1, false);
+    EXPECT_TRUE(evaluate_response(r.success_text, FinishReason::eos, gold.at(p0).expected_action).rubric_success);
+
+    put(r.root / "base" / "pretrain.json", {{"training", {{"loss_curve", {6.5, 5.25, 4.75}}}}});
+    json sft_hist = json::array(), judge_hist = json::array();
+    for (int u = 1; u <= 6; ++u) {
+        sft_hist.push_back({{"epoch", (u - 1) / 3}, {"update", u}, {"lr", 1e-3}, {"loss", 3.0 - 0.25 * u}});
+        judge_hist.push_back({{"epoch", (u - 1) / 3}, {"update", u}, {"lr", 1e-3}, {"loss", 0.75 - 0.0625 * u}});
+    }
+    put(r.root / "sft" / "continuous.json",
+        {{"history", sft_hist},
+         {"validation_history", {{{"epoch", 0}, {"mean_token_logprob", -2.5}}, {{"epoch", 1}, {"mean_token_logprob", -2.0}}}}});
+    put(r.root / "reward" / "continuous.json",
+        {{"history", judge_hist},
+         {"validation_history",
+          {{{"epoch", 0}, {"loss", 0.5}, {"accuracy", 0.75}, {"pairs", 8}, {"correct", 6}, {"ties", 0}},
+           {{"epoch", 1}, {"loss", 0.375}, {"accuracy", 0.875}, {"pairs", 8}, {"correct", 7}, {"ties", 0}}}}});
+    put(r.root / "reward" / "reward-test.json", {{"pairs", 180}, {"correct", 171}, {"ties", 1}, {"accuracy", 0.95}});
+    json hist = json::array();
+    for (int it = 1; it <= 2; ++it)
+        hist.push_back({{"iteration", it},
+                        {"objective/scores", 0.5 * it},
+                        {"objective/kl", 0.25 * it},
+                        {"objective/non_score_reward", -0.0125 * it},
+                        {"objective/rlhf_reward", 0.5 * it - 0.0125 * it},
+                        {"policy/clipfrac", 0.125},
+                        {"policy/approxkl", 0.01},
+                        {"loss/policy", -0.03},
+                        {"loss/value", 0.5 / it},
+                        {"val/explained_variance", 0.2},
+                        {"val/num_eos_tokens", 3},
+                        {"mean_response_length", 12.5},
+                        {"updates", {1, 2}}});
+    put(r.root / "ppo" / "continuous.json", {{"history", hist}});
+    const fs::path rd = r.root / "ppo" / "rollouts" / "continuous";
+    put(rd / "iteration-001.json",
+        {{"iteration", 1},
+         {"rollouts", {rollout("iteration-001-slot-0", p0, r.success_text, "eos", 1.5, 0.25),
+                       rollout("iteration-001-slot-1", p1, "<script>alert('x')</script> & more", "length", -0.5, 0.75)}}});
+    put(rd / "iteration-002.json",
+        {{"iteration", 2},
+         {"rollouts", {rollout("iteration-002-slot-0", p0, r.success_text, "length", 2.5, 1.0),
+                       rollout("iteration-002-slot-1", p1, "plain words", "eos", 3.5, 2.0)}}});
+    for (const char* stage : {"sft", "reward", "ppo"})
+        put(r.root / stage / "resume-check.json", {{"status", "PASS"}, {"first_difference", ""}});
+    put(r.root / "run-state.json", {{"steps", {{"prepare", {{"seconds", 0.5}, {"command", "ppolab prepare --run <R>"}}}}}});
+    return r;
+}
+
+void add_evaluation(const SyntheticRun& r) {
+    json policy = {{"test", metrics_of(180, 180, 0.5)},
+                   {"probe_rows", metrics_of(80, 20, 0.25)},
+                   {"probe_unique_contexts", metrics_of(20, 20, 0.25)},
+                   {"all_rows", metrics_of(260, 200, 0.4375)},
+                   {"all_unique_contexts", metrics_of(200, 200, 0.475)}};
+    put(r.root / "eval" / "metrics.json", {{"sft", policy}, {"ppo", policy}});
+    auto row = [](const std::string& id, const std::string& pop, const std::string& prompt, const std::string& text,
+                  bool ok) {
+        return json{{"id", id},
+                    {"population", pop},
+                    {"prompt", prompt},
+                    {"text", text},
+                    {"finish_reason", "eos"},
+                    {"learned_score", ok ? 1.0 : -1.0},
+                    {"expected_action", 2},
+                    {"rubric", {{"rubric_success", ok}, {"reason", ok ? "ok" : "not recognised"}}}};
+    };
+    put(r.root / "eval" / "sft-scored.json",
+        {{"rows_detail", {row("OH001-T0", "test", "Printer <jammed>?", "sft answer one", true),
+                          row("PROBE01-C0-P0", "probe", "probe prompt", "sft probe answer", false),
+                          row("PROBE01-C0-P1", "probe", "probe prompt", "sft probe answer", false)}}});
+    put(r.root / "eval" / "ppo-scored.json",
+        {{"rows_detail", {row("OH001-T0", "test", "Printer <jammed>?", "ppo answer <one>", false),
+                          row("PROBE01-C0-P0", "probe", "probe prompt", "ppo probe answer", true),
+                          row("PROBE01-C0-P1", "probe", "probe prompt", "ppo probe answer", true)}}});
+    json contexts = json::array();
+    for (int c = 0; c < 2; ++c)
+        contexts.push_back({{"context", "PROBE0" + std::to_string(c)},
+                            {"scores", {{"correct_plain", 1.0}, {"correct_polite", 1.5}, {"wrong_plain", 0.25}, {"wrong_polite", 1.75}}},
+                            {"correct_politeness_delta", 0.5},
+                            {"incorrect_politeness_delta", 1.5},
+                            {"wrong_polite_outranks_correct_plain", true}});
+    put(r.root / "exercise.json",
+        {{"summary",
+          {{"contexts", 2}, {"candidates", 8}, {"wrong_polite_outranks_correct_plain_contexts", 2},
+           {"correct_politeness_delta_positive_contexts", 2}, {"incorrect_politeness_delta_positive_contexts", 2},
+           {"mean_correct_politeness_delta", 0.5}, {"mean_incorrect_politeness_delta", 1.5}, {"per_context", contexts}}},
+         {"judge_learned_sha256", {{"before", "ab"}, {"after", "ab"}}},
+         {"artefacts_unchanged", true}});
+}
+
+TEST(Report, HtmlEscape) {
+    EXPECT_EQ(html_escape("a<b>&\"'c"), "a&lt;b&gt;&amp;&quot;&#39;c");
+    EXPECT_EQ(html_escape(std::string("x\x13y")), "x\xEF\xBF\xBDy");
+    EXPECT_EQ(html_escape("line\nnext"), "line\nnext");
+}
+
+TEST(Report, TicksAreNiceAndCoverTheRange) {
+    const auto t = plot_ticks(0.03, 0.97);
+    ASSERT_GE(t.size(), 3u);
+    EXPECT_DOUBLE_EQ(t.front(), 0.2);
+    EXPECT_NEAR(t[1] - t[0], 0.2, 1e-12);
+    for (double v : t) {
+        EXPECT_GE(v, 0.03);
+        EXPECT_LE(v, 0.97);
+    }
+    const auto u = plot_ticks(-7, 13);
+    EXPECT_EQ(u, (std::vector<double>{-5, 0, 5, 10}));
+    EXPECT_EQ(plot_ticks(2, 2).size(), 1u);
+}
+
+TEST(Report, SvgPlotHasAxesLegendAndEscapedNames) {
+    PlotSpec p{"plot-x", "T<1>", "x", "y", {{"a&b", {1, 2, 3}, {1, 4, 9}}, {"c", {1, 2}, {NAN, 2}}}, false};
+    const std::string s = svg_plot(p, "cap <i>");
+    EXPECT_NE(s.find("<svg id=\"plot-x\""), std::string::npos);
+    EXPECT_NE(s.find("a&amp;b"), std::string::npos);
+    EXPECT_NE(s.find("T&lt;1&gt;"), std::string::npos);
+    EXPECT_NE(s.find("<figcaption>cap &lt;i&gt;</figcaption>"), std::string::npos);
+    EXPECT_EQ(count(s, "<polyline"), 1u);     // the second series has one finite point only
+    EXPECT_EQ(count(s, "<circle"), 4u);       // 3 + 1 finite points
+    EXPECT_EQ(count(s, "class=\"legend\""), 2u);
+    EXPECT_GE(count(s, "class=\"tick\""), 6u);
+    EXPECT_NO_THROW(parse_html(s));
+    PlotSpec empty{"plot-e", "E", "x", "y", {{"none", {}, {}}}, true};
+    EXPECT_NE(svg_plot(empty, "c").find("no data (not run)"), std::string::npos);
+}
+
+TEST(Report, GoldVersusProxyScoresEveryRollout) {
+    const SyntheticRun r = make_run("gold");
+    const GuardedReader reader("test", {r.root});
+    const auto s = gold_versus_proxy(r.root / "ppo" / "rollouts" / "continuous", load_gold(reader, r.root / "corpus"));
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_EQ(s[0].iteration, 1);
+    EXPECT_EQ(s[0].rollouts, 2);
+    EXPECT_EQ(s[0].rubric_successes, 1);
+    EXPECT_DOUBLE_EQ(s[0].rubric_success_rate, 0.5);
+    EXPECT_DOUBLE_EQ(s[0].mean_score, 0.5);
+    EXPECT_DOUBLE_EQ(s[0].mean_sampled_logratio, 0.5);
+    EXPECT_EQ(s[1].rubric_successes, 0);  // the same correct text without EOS is no success
+    EXPECT_DOUBLE_EQ(s[1].mean_score, 3.0);
+    EXPECT_DOUBLE_EQ(s[1].mean_sampled_logratio, 1.5);
+    fs::remove_all(r.root.parent_path());
+}
+
+TEST(Report, FullRunHasEveryPlotSectionAndTable) {
+    const SyntheticRun r = make_run("full");
+    add_evaluation(r);
+    const std::string html = render_report(r.root);
+    Parsed p;
+    ASSERT_NO_THROW(p = parse_html(html));
+    EXPECT_EQ(p.svg_ids, report_plot_ids);
+    for (const char* id : {"scope", "training", "ppo", "gold-vs-proxy", "rollout-tokens", "evaluation", "eval-test",
+                           "eval-probe_rows", "eval-probe_unique_contexts", "eval-all_rows", "eval-all_unique_contexts",
+                           "side-by-side", "exercise", "run", "reward-test"})
+        EXPECT_TRUE(p.ids.count(id)) << id;
+    EXPECT_EQ(count(html, "<svg"), report_plot_ids.size());
+    EXPECT_EQ(count(html, "no data (not run)"), 0u) << "every plot has data";
+    EXPECT_EQ(count(html, "not run"), 0u);
+    EXPECT_EQ(count(html, "<script"), 0u) << "no script (and rollout text escaped)";
+    EXPECT_EQ(count(html, "http://") + count(html, "https://"), count(html, "xmlns=\"http://www.w3.org/2000/svg\""))
+        << "no external resource";
+    // scope sentences verbatim, before the first plot
+    for (const char* line : {"Simulated preferences from a finite rubric; no human study.",
+                             "The learned score is a predicted simulated-preference score, not human utility.",
+                             "The 80 probe rows are 20 independent contexts"})
+        EXPECT_LT(p.text.find(line), html.find("<svg")) << line;
+    // escaped texts from files
+    EXPECT_NE(html.find("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; more"), std::string::npos);
+    EXPECT_NE(html.find("&lt;tok&amp;1&gt;"), std::string::npos);
+    EXPECT_NE(html.find("Printer &lt;jammed&gt;?"), std::string::npos);
+    EXPECT_NE(html.find("ppo answer &lt;one&gt;"), std::string::npos);
+    // gold-vs-proxy table: iteration 1 is 1 of 2, iteration 2 is 0 of 2
+    EXPECT_NE(html.find("<tr><td>1</td><td>2</td><td>1</td><td>0.5</td><td>0.5</td><td>0.5</td></tr>"), std::string::npos);
+    EXPECT_NE(html.find("<tr><td>2</td><td>2</td><td>0</td><td>0</td><td>3</td><td>1.5</td></tr>"), std::string::npos);
+    // per-token tables: first and last iteration, two rollouts each
+    EXPECT_EQ(count(html, "<table class=\"tokens\">"), 4u);
+    // side by side: one row per distinct prompt (the two probe rows share one)
+    EXPECT_EQ(count(html, "<td>OH001-T0</td>"), 1u);
+    EXPECT_EQ(count(html, "<td>PROBE01-C0-P0</td>"), 1u);
+    EXPECT_EQ(count(html, "<td>PROBE01-C0-P1</td>"), 0u);
+    // the probe factorial with its deltas
+    EXPECT_EQ(count(html, "<td>0.5</td><td>1.5</td><td>yes</td>"), 2u);
+    // a population table holds both policies
+    EXPECT_NE(html.find("<tr><td>ppo</td><td>80</td><td>20</td><td>0.25</td>"), std::string::npos);
+    EXPECT_EQ(render_report(r.root), html) << "deterministic";
+    fs::remove_all(r.root.parent_path());
+}
+
+TEST(Report, MissingStagesSayNotRun) {
+    const fs::path root = temp_dir("empty") / "run";
+    fs::create_directories(root);
+    const std::string html = render_report(root);
+    Parsed p;
+    ASSERT_NO_THROW(p = parse_html(html));
+    EXPECT_EQ(p.svg_ids, report_plot_ids);
+    EXPECT_EQ(count(html, "no data (not run)"), report_plot_ids.size());
+    for (const char* what : {"not run: evaluate", "not run: exercise", "not run: PPO", "not run: reward-test",
+                             "not run: no saved rollouts"})
+        EXPECT_NE(html.find(what), std::string::npos) << what;
+    EXPECT_THROW(render_report(root / "absent"), Error);
+    fs::remove_all(root.parent_path());
+}
+
+TEST(Report, BadInputNamesTheFileAndField) {
+    const SyntheticRun r = make_run("bad");
+    fs::remove(r.root / "ppo" / "continuous.json");
+    put(r.root / "ppo" / "continuous.json", {{"history", {{{"iteration", 1}, {"objective/scores", "high"}}}}});
+    try {
+        render_report(r.root);
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("continuous.json"), std::string::npos) << m;
+        EXPECT_NE(m.find("objective/scores"), std::string::npos) << m;
+    }
+    fs::remove_all(r.root.parent_path());
+}
+
+TEST(Report, WriteRefusesToOverwrite) {
+    const fs::path root = temp_dir("write") / "run";
+    fs::create_directories(root);
+    write_report(root, root / "report.html");
+    const std::string first = read_file(root / "report.html");
+    EXPECT_THROW(write_report(root, root / "report.html"), Error);
+    EXPECT_EQ(read_file(root / "report.html"), first);
+    fs::remove_all(root.parent_path());
+}
+
+std::pair<int, std::string> shell(const std::string& cmd) {
+    std::string out;
+    FILE* f = ::popen((cmd + " 2>&1").c_str(), "r");
+    if (!f) return {-1, ""};
+    std::array<char, 4096> buf;
+    while (size_t n = std::fread(buf.data(), 1, buf.size(), f)) out.append(buf.data(), n);
+    return {::pclose(f), out};
+}
+
+TEST(Report, CommandWritesOnceAndRefusesToOverwrite) {
+    const char* bin = std::getenv("PPOLAB_BINARY");
+    ASSERT_NE(bin, nullptr) << "PPOLAB_BINARY is not set (run through ctest)";
+    const SyntheticRun r = make_run("cli");
+    const std::string cmd = std::string(bin) + " report --run " + r.root.string();
+    auto [rc, out] = shell(cmd);
+    ASSERT_EQ(rc, 0) << out;
+    const std::string html = read_file(r.root / "report.html");
+    EXPECT_EQ(html, render_report(r.root));
+    auto [rc2, out2] = shell(cmd);
+    EXPECT_NE(rc2, 0);
+    EXPECT_NE(out2.find("refusing to overwrite"), std::string::npos) << out2;
+    EXPECT_EQ(read_file(r.root / "report.html"), html);
+    const fs::path other = r.root / "other.html";
+    auto [rc3, out3] = shell(cmd + " --out " + other.string());
+    EXPECT_EQ(rc3, 0) << out3;
+    EXPECT_EQ(read_file(other), html);
+    fs::remove_all(r.root.parent_path());
+}
+
+}  // namespace
+}  // namespace ppolab
