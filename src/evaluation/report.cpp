@@ -103,7 +103,7 @@ std::string html_escape(std::string_view text) {
     return out;
 }
 
-std::vector<double> plot_ticks(double lo, double hi, int target_count) {
+std::vector<double> plot_ticks(double lo, double hi, int target_count, bool integers) {
     PPOLAB_ASSERT(target_count >= 2);
     if (!(hi > lo)) return {lo};
     // the smallest 1-2-5 step giving at most target_count intervals
@@ -114,6 +114,7 @@ std::vector<double> plot_ticks(double lo, double hi, int target_count) {
         step = m * mag;
         if (step >= raw) break;
     }
+    if (integers) step = std::max(step, 1.0);
     std::vector<double> ticks;
     const double first = std::ceil(lo / step - 1e-9) * step;
     for (double t = first; t <= hi + step * 1e-9; t += step) ticks.push_back(std::fabs(t) < step * 1e-9 ? 0.0 : t);
@@ -121,14 +122,16 @@ std::vector<double> plot_ticks(double lo, double hi, int target_count) {
 }
 
 std::string svg_plot(const PlotSpec& spec, std::string_view caption) {
-    const double W = 680, H = 320, left = 70, right = 190, top = 30, bottom = 50;
+    const double W = 720, H = 320, left = 70, right = 230, top = 30, bottom = 50;
     const double pw = W - left - right, ph = H - top - bottom;
     double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
     size_t points = 0;
+    bool integer_x = true;  // every x a whole number: no fractional ticks
     for (const PlotSeries& s : spec.series) {
         PPOLAB_ASSERT(s.x.size() == s.y.size());
         for (size_t i = 0; i < s.x.size(); ++i) {
             if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+            integer_x = integer_x && s.x[i] == std::round(s.x[i]);
             xmin = std::min(xmin, s.x[i]);
             xmax = std::max(xmax, s.x[i]);
             ymin = std::min(ymin, s.y[i]);
@@ -146,7 +149,11 @@ std::string svg_plot(const PlotSpec& spec, std::string_view caption) {
         return s + "</svg>\n<figcaption>" + html_escape(caption) + "</figcaption>\n</figure>\n";
     }
     if (xmax == xmin) { xmin -= 1; xmax += 1; }
-    if (ymax == ymin) {
+    if (std::isfinite(spec.y_min) && std::isfinite(spec.y_max) && spec.y_max > spec.y_min) {
+        const double pad = (spec.y_max - spec.y_min) * 0.05;
+        ymin = std::min(ymin, spec.y_min) - pad;
+        ymax = std::max(ymax, spec.y_max) + pad;
+    } else if (ymax == ymin) {
         const double pad = std::max(std::fabs(ymin) * 0.1, 1e-3);
         ymin -= pad;
         ymax += pad;
@@ -160,7 +167,7 @@ std::string svg_plot(const PlotSpec& spec, std::string_view caption) {
     // axes, ticks, grid
     s += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(pw) + "\" height=\"" + num(ph) +
          "\" fill=\"none\" stroke=\"#444\"/>\n";
-    for (double t : plot_ticks(xmin, xmax)) {
+    for (double t : plot_ticks(xmin, xmax, 5, integer_x)) {
         const std::string X = num(px(t), "%.2f");
         s += "<line class=\"tick\" x1=\"" + X + "\" x2=\"" + X + "\" y1=\"" + num(top + ph) + "\" y2=\"" + num(top + ph + 5) +
              "\" stroke=\"#444\"/><text x=\"" + X + "\" y=\"" + num(top + ph + 18) +
@@ -263,7 +270,7 @@ std::vector<RolloutIterationSummary> gold_versus_proxy(const fs::path& rollouts_
 
 const std::vector<std::string> report_plot_ids = {
     "plot-pretrain-loss", "plot-sft-loss",       "plot-judge-loss",      "plot-ppo-score",
-    "plot-ppo-kl",        "plot-ppo-value-loss", "plot-ppo-clipfrac",    "plot-gold-proxy-iterations",
+    "plot-ppo-kl",        "plot-ppo-value-loss", "plot-ppo-clipfrac",    "plot-gold-iterations", "plot-proxy-iterations",
     "plot-gold-vs-kl",    "plot-proxy-vs-kl",    "plot-rollouts-score-kl",
 };
 
@@ -378,7 +385,7 @@ std::string render_ppo(const fs::path& run) {
     s += svg_plot({"plot-ppo-value-loss", "Critic and actor losses", "iteration", "loss",
                    {m["loss/value"], m["loss/policy"]}, false},
                   "Value (critic) loss and clipped policy loss per iteration.");
-    s += svg_plot({"plot-ppo-clipfrac", "Clip fraction", "iteration", "fraction", {m["policy/clipfrac"]}, false},
+    s += svg_plot({"plot-ppo-clipfrac", "Clip fraction", "iteration", "fraction", {m["policy/clipfrac"]}, false, 0.0, 1.0},
                   "Fraction of response tokens whose probability ratio was clipped.");
     if (history.empty()) {
         s += not_run("PPO (RUN/ppo/continuous.json)");
@@ -465,11 +472,14 @@ std::string render_gold_proxy(const fs::path& run) {
         ser.x.push_back(p.logratio);
         ser.y.push_back(p.score);
     }
-    s += svg_plot({"plot-gold-proxy-iterations", "Gold and proxy per iteration", "iteration", "rate / score",
-                   {success, score}, false},
-                  "Rubric success rate of each iteration's rollouts (gold) and their mean judge score (proxy).");
+    s += svg_plot({"plot-gold-iterations", "Gold: rubric success per iteration", "iteration", "rubric success rate",
+                   {success}, false, 0.0, 1.0},
+                  "Rubric success rate of each iteration's rollouts (gold, scored after training).");
+    s += svg_plot({"plot-proxy-iterations", "Proxy: judge score per iteration", "iteration", "mean judge score",
+                   {score}, false},
+                  "Mean learned score of the same rollouts (proxy: a predicted simulated-preference score).");
     s += svg_plot({"plot-gold-vs-kl", "Gold: rubric success vs KL", "mean sampled log-ratio sum (KL)",
-                   "rubric success rate", {success_kl}, true},
+                   "rubric success rate", {success_kl}, true, 0.0, 1.0},
                   "One point per PPO iteration: rubric success of its rollouts against their mean sampled "
                   "log-ratio to the reference.");
     s += svg_plot({"plot-proxy-vs-kl", "Proxy: judge score vs KL", "mean sampled log-ratio sum (KL)",

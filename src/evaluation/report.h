@@ -17,6 +17,7 @@
 //   * resume checks and seconds per step.
 // The output is a function of the run folder's files only (deterministic).
 #pragma once
+#include <cmath>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,14 +42,16 @@ struct PlotSpec {
     std::string x_label, y_label;
     std::vector<PlotSeries> series;
     bool scatter = false;  // markers only (true) or lines with markers
+    double y_min = NAN, y_max = NAN;  // a fixed y range (rates: 0..1) when both are finite
 };
 
 // A <figure> holding an <svg id=…> with axes, ticks, labels, a legend and a
 // <figcaption>; a plot without any finite point says so instead of drawing.
 std::string svg_plot(const PlotSpec& spec, std::string_view caption);
 
-// "Nice" tick values (1, 2, 5 × 10^k steps) covering [lo, hi].
-std::vector<double> plot_ticks(double lo, double hi, int target_count = 5);
+// "Nice" tick values (1, 2, 5 × 10^k steps, at most target_count intervals)
+// inside [lo, hi]; `integers`: steps of at least 1 (an axis of iterations).
+std::vector<double> plot_ticks(double lo, double hi, int target_count = 5, bool integers = false);
 
 // ---- gold versus proxy -----------------------------------------------------
 

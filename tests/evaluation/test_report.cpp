@@ -246,6 +246,7 @@ TEST(Report, TicksAreNiceAndCoverTheRange) {
     const auto u = plot_ticks(-7, 13);
     EXPECT_EQ(u, (std::vector<double>{-5, 0, 5, 10}));
     EXPECT_EQ(plot_ticks(2, 2).size(), 1u);
+    EXPECT_EQ(plot_ticks(0.95, 2.05, 5, true), (std::vector<double>{1, 2}));  // iterations: no 1.2, 1.4
 }
 
 TEST(Report, SvgPlotHasAxesLegendAndEscapedNames) {
@@ -260,6 +261,12 @@ TEST(Report, SvgPlotHasAxesLegendAndEscapedNames) {
     EXPECT_EQ(count(s, "class=\"legend\""), 2u);
     EXPECT_GE(count(s, "class=\"tick\""), 6u);
     EXPECT_NO_THROW(parse_html(s));
+    // a rate axis stays 0..1 even when every rate is 0; whole-number x gets whole-number ticks
+    PlotSpec rate{"plot-r", "R", "iteration", "rate", {{"r", {1, 2}, {0, 0}}}, false, 0.0, 1.0};
+    const std::string r = svg_plot(rate, "c");
+    EXPECT_NE(r.find(">1</text>"), std::string::npos) << r;
+    EXPECT_NE(r.find(">0.5</text>"), std::string::npos) << r;
+    EXPECT_EQ(r.find(">1.5</text>"), std::string::npos) << r;
     PlotSpec empty{"plot-e", "E", "x", "y", {{"none", {}, {}}}, true};
     EXPECT_NE(svg_plot(empty, "c").find("no data (not run)"), std::string::npos);
 }
