@@ -633,14 +633,20 @@ std::string render_report(const fs::path& run) {
     if (!fs::is_directory(run)) fail("report: run folder '", run.string(), "' does not exist");
     std::string title = "ppolab report — " + run.filename().string();
     std::string study;
-    const fs::path results = run / "results.json";
+    // The study's identity: RUN/results.json (written by `ppolab run` after
+    // this step), else the configuration identity of the SFT report.
+    json identity;
+    const fs::path results = run / "results.json", sft = run / "sft" / "continuous.json";
     if (exists_file(results)) {
         const json r = read_json_file(results);
-        if (r.contains("study") && r["study"].is_object()) {
-            for (const auto& [k, v] : r["study"].items())
-                study += "<tr><th>" + html_escape(k) + "</th><td>" + json_cell(v) + "</td></tr>\n";
-        }
+        if (r.contains("study")) identity = r["study"];
+    } else if (exists_file(sft)) {
+        const json r = read_json_file(sft);
+        if (r.contains("identity") && r["identity"].contains("config")) identity = r["identity"]["config"];
     }
+    if (identity.is_object())
+        for (const auto& [k, v] : identity.items())
+            study += "<tr><th>" + html_escape(k) + "</th><td>" + json_cell(v) + "</td></tr>\n";
     std::string s =
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + html_escape(title) +
         "</title>\n<style>\nbody{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\n"

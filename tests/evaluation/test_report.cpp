@@ -148,6 +148,7 @@ SyntheticRun make_run(const std::string& name) {
     }
     put(r.root / "sft" / "continuous.json",
         {{"history", sft_hist},
+         {"identity", {{"config", {{"preset", "tiny<x>"}, {"study_revision", "r001"}}}}},
          {"validation_history", {{{"epoch", 0}, {"mean_token_logprob", -2.5}}, {{"epoch", 1}, {"mean_token_logprob", -2.0}}}}});
     put(r.root / "reward" / "continuous.json",
         {{"history", judge_hist},
@@ -328,6 +329,9 @@ TEST(Report, FullRunHasEveryPlotSectionAndTable) {
     EXPECT_EQ(count(html, "<td>0.5</td><td>1.5</td><td>yes</td>"), 2u);
     // a population table holds both policies
     EXPECT_NE(html.find("<tr><td>ppo</td><td>80</td><td>20</td><td>0.25</td>"), std::string::npos);
+    // the study identity (from the SFT report while RUN/results.json does not exist yet)
+    EXPECT_TRUE(p.ids.count("study"));
+    EXPECT_NE(html.find("<tr><th>preset</th><td>tiny&lt;x&gt;</td></tr>"), std::string::npos);
     EXPECT_EQ(render_report(r.root), html) << "deterministic";
     fs::remove_all(r.root.parent_path());
 }
