@@ -271,7 +271,7 @@ std::vector<RolloutIterationSummary> gold_versus_proxy(const fs::path& rollouts_
 const std::vector<std::string> report_plot_ids = {
     "plot-pretrain-loss", "plot-sft-loss",       "plot-judge-loss",      "plot-ppo-score",
     "plot-ppo-kl",        "plot-ppo-value-loss", "plot-ppo-clipfrac",    "plot-gold-iterations", "plot-proxy-iterations",
-    "plot-gold-vs-kl",    "plot-proxy-vs-kl",    "plot-rollouts-score-kl",
+    "plot-gold-vs-kl",    "plot-proxy-vs-kl",    "plot-rollouts-score-kl", "plot-probe-deltas",
 };
 
 // ---- the report ---------------------------------------------------------
@@ -553,7 +553,10 @@ std::string render_evaluation(const fs::path& run) {
         const std::string id = json_string(r, "id", sft.string());
         const std::string prompt = json_string(r, "prompt", sft.string());
         const bool probe = r.value("population", std::string()) == "probe";
-        if ((probe ? shown_probe : shown_test) >= 8 || !seen_prompts.insert(prompt).second) continue;
+        // one row per family (its rows are variants of one request; a probe
+        // context's 4 rows are one prompt), 8 test and 8 probe families
+        const std::string key = r.contains("family") ? json_string(r, "family", sft.string()) : prompt;
+        if ((probe ? shown_probe : shown_test) >= 8 || !seen_prompts.insert(key).second) continue;
         const auto it = ppo_rows.find(id);
         if (it == ppo_rows.end()) fail(ppo.string(), ": row '", id, "' of ", sft.string(), " is missing");
         const json& q = *it->second;
@@ -570,9 +573,25 @@ std::string render_evaluation(const fs::path& run) {
 std::string render_exercise(const fs::path& run) {
     std::string s = section("exercise", "Probe factorial: politeness deltas of the frozen judge");
     const fs::path f = run / "exercise.json";
-    if (!exists_file(f)) return s + not_run("exercise (RUN/exercise.json)");
-    const json e = read_json_file(f);
     const std::string where = f.string();
+    json e;
+    PlotSeries correct{"Δ politeness, correct advice", {}, {}}, wrong{"Δ politeness, wrong advice", {}, {}};
+    if (exists_file(f)) {
+        e = read_json_file(f);
+        double k = 0;
+        for (const json& c : json_field(json_field(e, "summary", where), "per_context", where)) {
+            ++k;
+            correct.x.push_back(k);
+            correct.y.push_back(json_number(c, "correct_politeness_delta", where));
+            wrong.x.push_back(k);
+            wrong.y.push_back(json_number(c, "incorrect_politeness_delta", where));
+        }
+    }
+    s += svg_plot({"plot-probe-deltas", "Probe factorial: politeness deltas per context", "probe context",
+                   "judge score delta (polite − plain)", {correct, wrong}, true},
+                  "Per probe context, what the frozen judge adds for politeness alone, for correct and for wrong "
+                  "advice (20 contexts, 80 fixed candidates; nothing refitted).");
+    if (e.is_null()) return s + not_run("exercise (RUN/exercise.json)");
     const json& summary = json_field(e, "summary", where);
     s += table_from_keys({{"contexts", summary.value("contexts", json())},
                           {"candidates", summary.value("candidates", json())},

@@ -197,6 +197,7 @@ void add_evaluation(const SyntheticRun& r) {
     auto row = [](const std::string& id, const std::string& pop, const std::string& prompt, const std::string& text,
                   bool ok) {
         return json{{"id", id},
+                    {"family", id.substr(0, id.find('-'))},
                     {"population", pop},
                     {"prompt", prompt},
                     {"text", text},
@@ -207,10 +208,12 @@ void add_evaluation(const SyntheticRun& r) {
     };
     put(r.root / "eval" / "sft-scored.json",
         {{"rows_detail", {row("OH001-T0", "test", "Printer <jammed>?", "sft answer one", true),
+                          row("OH001-T1", "test", "The printer is <jammed>", "sft answer two", true),
                           row("PROBE01-C0-P0", "probe", "probe prompt", "sft probe answer", false),
                           row("PROBE01-C0-P1", "probe", "probe prompt", "sft probe answer", false)}}});
     put(r.root / "eval" / "ppo-scored.json",
         {{"rows_detail", {row("OH001-T0", "test", "Printer <jammed>?", "ppo answer <one>", false),
+                          row("OH001-T1", "test", "The printer is <jammed>", "ppo answer two", true),
                           row("PROBE01-C0-P0", "probe", "probe prompt", "ppo probe answer", true),
                           row("PROBE01-C0-P1", "probe", "probe prompt", "ppo probe answer", true)}}});
     json contexts = json::array();
@@ -321,10 +324,11 @@ TEST(Report, FullRunHasEveryPlotSectionAndTable) {
     EXPECT_NE(html.find("<tr><td>2</td><td>2</td><td>0</td><td>0</td><td>3</td><td>1.5</td></tr>"), std::string::npos);
     // per-token tables: first and last iteration, two rollouts each
     EXPECT_EQ(count(html, "<table class=\"tokens\">"), 4u);
-    // side by side: one row per distinct prompt (the two probe rows share one)
+    // side by side: one row per family (the two probe rows share one prompt)
     EXPECT_EQ(count(html, "<td>OH001-T0</td>"), 1u);
     EXPECT_EQ(count(html, "<td>PROBE01-C0-P0</td>"), 1u);
     EXPECT_EQ(count(html, "<td>PROBE01-C0-P1</td>"), 0u);
+    EXPECT_EQ(count(html, "<td>OH001-T1</td>"), 0u) << "one row per family";
     // the probe factorial with its deltas
     EXPECT_EQ(count(html, "<td>0.5</td><td>1.5</td><td>yes</td>"), 2u);
     // a population table holds both policies
