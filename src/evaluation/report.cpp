@@ -671,7 +671,7 @@ std::string render_report(const fs::path& run) {
         "</title>\n<style>\nbody{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\n"
         "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}\n"
         "th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}\n"
-        "figure{margin:1em 0}figcaption{font-size:13px;color:#555;max-width:680px}\n"
+        "figure{margin:1em 0}figcaption{font-size:13px;color:#555;max-width:720px}\n"
         ".scope{border-left:4px solid #d62728;padding:0.5em 1em;background:#fff5f5}\n"
         ".notrun{color:#a00;font-style:italic}.text{font-family:monospace;white-space:pre-wrap}\n"
         "table.tokens td{font-family:monospace}\n</style>\n</head>\n<body>\n<h1>" +
