@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv python3-pip python3-torch python3-numpy
   clang libclang-rt-14-dev
+  chromium
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -2,7 +2,8 @@
 # End-to-end smoke of every stage on a micro study (CI): `ppolab run` with a
 # few thousand pretraining tokens and minimal epochs/iterations, then checks
 # that results.json holds three PASSing resume checks and a judge result,
-# that a finished run is refused, and that --resume of a finished run is too.
+# that a finished run is refused, and that --resume of a finished run is too;
+# the HTML report is loaded by headless Chromium, which must find its plots.
 set -euo pipefail
 BIN=${PPOLAB_BINARY:?}
 WORK=$(mktemp -d)
@@ -26,8 +27,18 @@ assert os.path.exists(os.path.join(run, "sft", "final", "peft", "adapter_config.
 ppo = json.load(open(os.path.join(run, "ppo", "continuous.json")))
 assert ppo["iterations"] == 2 and ppo["updates_per_optimizer"] == 4, ppo["iterations"]
 assert len(ppo["history"]) == 2 and "objective/kl" in ppo["history"][0]
+assert set(r["actor"]["sft"]) >= {"test", "probe_rows", "probe_unique_contexts", "all_rows", "all_unique_contexts"}
+assert r["actor"]["ppo"]["all_rows"]["rows"] == 260 and r["actor"]["ppo"]["all_unique_contexts"]["rows"] == 200
+assert r["exercise"]["contexts"] == 20, r.get("exercise")
 print("study smoke: results.json ok:", r["resume_checks"], r["reward_test"])
 PY
+# The report, loaded by a real headless browser: the plots are in its DOM.
+chromium --headless --no-sandbox --disable-gpu --dump-dom "file://$RUN/report.html" 2>/dev/null > "$WORK/dom.html"
+for plot in plot-sft-loss plot-judge-loss plot-ppo-score plot-ppo-kl plot-ppo-value-loss plot-ppo-clipfrac \
+            plot-gold-iterations plot-proxy-iterations plot-gold-vs-kl plot-rollouts-score-kl plot-probe-deltas; do
+  grep -q "<svg id=\"$plot\"" "$WORK/dom.html" || { echo "report.html: plot $plot not found by chromium"; exit 1; }
+done
+grep -q "no human study" "$WORK/dom.html" || { echo "report.html: scope sentence missing"; exit 1; }
 if "$BIN" run --out "$RUN" > "$WORK/again" 2>&1; then echo "a finished run was overwritten"; exit 1; fi
 grep -q "refusing to overwrite the finished run" "$WORK/again" || { cat "$WORK/again"; exit 1; }
 if "$BIN" run --resume "$RUN" > "$WORK/again" 2>&1; then echo "--resume of a finished run was accepted"; exit 1; fi
