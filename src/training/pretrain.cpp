@@ -1,5 +1,7 @@
 #include "training/pretrain.h"
 
+#include "training/study_config.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +23,8 @@
 #include "util/sha256.h"
 
 namespace ppolab {
+
+std::string tiny_system_prompt() { return config_string(preset_config("tiny"), "model.system_prompt"); }
 
 // ---------------------------------------------------------------- config
 

@@ -33,8 +33,9 @@
 
 namespace ppolab {
 
-// The tiny model's own short system line (its ChatML template's default).
-inline constexpr std::string_view kTinySystemPrompt = "You are a helpful office assistant.";
+// The tiny model's own short system line (its ChatML template's default):
+// the tiny preset's model.system_prompt, the one place it is written.
+std::string tiny_system_prompt();
 inline constexpr std::string_view kEndOfText = "<|endoftext|>";
 inline constexpr std::string_view kImStart = "<|im_start|>";
 inline constexpr std::string_view kImEnd = "<|im_end|>";
@@ -45,7 +46,7 @@ inline constexpr std::string_view kImEnd = "<|im_end|>";
 // and max_updates).
 struct PretrainConfig {
     std::string shape = "tiny";        // model_shape() name; vocab comes from the tokenizer
-    std::string system_prompt = std::string(kTinySystemPrompt);  // ChatML default system line
+    std::string system_prompt = tiny_system_prompt();  // ChatML default system line
     uint64_t seed = 7;                 // corpus sampling, init, batch order, sampled check
     // base corpus
     int64_t conversations = 6000;      // chat help requests with random-action answers

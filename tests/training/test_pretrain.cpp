@@ -60,7 +60,7 @@ std::vector<PretrainDocument> micro_docs(int64_t chats, int64_t prose, uint64_t 
 }
 
 Tokenizer micro_tokenizer(const std::vector<PretrainDocument>& docs, int64_t vocab) {
-    const std::string text = train_bpe_tokenizer_json(pretrain_tokenizer_texts(docs, kTinySystemPrompt), vocab,
+    const std::string text = train_bpe_tokenizer_json(pretrain_tokenizer_texts(docs, tiny_system_prompt()), vocab,
                                                       {"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
     return Tokenizer::from_json_text(text, "micro tokenizer");
 }
@@ -193,10 +193,10 @@ TEST(PretrainEncode, LossOnTheAnswerAndImEndOnly) {
     const auto docs = micro_docs(30, 5, 2);
     const Tokenizer tok = micro_tokenizer(docs, 300);
     const PretrainDocument& chat = docs[0];
-    const PretrainExample ex = pretrain_encode(tok, chat, kTinySystemPrompt);
+    const PretrainExample ex = pretrain_encode(tok, chat, tiny_system_prompt());
     ASSERT_EQ(ex.tokens.size(), ex.loss.size());
     // The whole example decodes to the rendered conversation plus <|endoftext|>.
-    const std::string rendered = render_chat({{"user", chat.user}, {"assistant", chat.assistant}}, false, kTinySystemPrompt);
+    const std::string rendered = render_chat({{"user", chat.user}, {"assistant", chat.assistant}}, false, tiny_system_prompt());
     const std::string full = tok.decode(ex.tokens);
     EXPECT_EQ(full, rendered.substr(0, rendered.size() - 1) + "<|endoftext|>");  // "\n" after <|im_end|> replaced
     // The counted tokens are exactly the answer and <|im_end|>.
@@ -209,7 +209,7 @@ TEST(PretrainEncode, LossOnTheAnswerAndImEndOnly) {
 
     const PretrainDocument& prose = docs.back();
     ASSERT_FALSE(prose.is_chat());
-    const PretrainExample px = pretrain_encode(tok, prose, kTinySystemPrompt);
+    const PretrainExample px = pretrain_encode(tok, prose, tiny_system_prompt());
     EXPECT_EQ(tok.decode(px.tokens), prose.text + "<|endoftext|>");
     EXPECT_EQ(px.loss[0], 0);
     for (size_t i = 1; i < px.loss.size(); ++i) EXPECT_EQ(px.loss[i], 1);
@@ -400,7 +400,7 @@ TEST_F(PretrainRun, FolderLoadsAsACheckpoint) {
     EXPECT_EQ(gen.at("pad_token_id"), w.config.bos_token_id);
     const json tc = read_json_file(*dir_a_ / "tokenizer_config.json");
     EXPECT_EQ(tc.at("eos_token"), "<|im_end|>");
-    EXPECT_NE(tc.at("chat_template").get<std::string>().find(std::string(kTinySystemPrompt)), std::string::npos);
+    EXPECT_NE(tc.at("chat_template").get<std::string>().find(tiny_system_prompt()), std::string::npos);
 
     const json j = read_json_file(*dir_a_ / "pretrain.json");
     EXPECT_EQ(j.at("tokenizer").at("sha256"), tok.sha256());
