@@ -345,3 +345,18 @@ TEST(ResumeState, SerialisationIsDeterministicAndComplete) {
     s.extra["loss"] = std::nan("");
     EXPECT_NE(error_of([&] { serialize_resume_state(s); }).find("extra.loss"), std::string::npos);
 }
+
+// The fuzz target's seed inputs (fuzz/corpus/resume_state) must be real,
+// loadable states, or the fuzzer would start from nothing but rejects.
+TEST(ResumeState, FuzzSeedCorpusHoldsValidStates) {
+    const char* src = std::getenv("PPOLAB_SOURCE_DIR");
+    ASSERT_NE(src, nullptr);
+    const fs::path dir = fs::path(src) / "fuzz" / "corpus" / "resume_state";
+    ResumeState s = load_resume_state(dir / "seed.state.gz");
+    EXPECT_EQ(s.learned.at("sft").size(), 2u);
+    EXPECT_EQ(s.optimizers.at("adamw").step, 3);
+    EXPECT_EQ(s.schedulers.at("lr").next_step, 3);
+    ResumeState raw = parse_resume_state(read_file(dir / "seed-raw.safetensors"), "seed-raw");
+    EXPECT_TRUE(states_equal(s, raw));
+    EXPECT_NO_THROW(load_resume_state(dir / "empty.state.gz"));
+}
