@@ -292,8 +292,12 @@ json judge_feedback(const fs::path& run) {
     const fs::path f = run / "reward" / "continuous.json";
     if (!exists_file(f)) return json();
     const json r = read_json_file(f);
-    if (r.contains("identity") && r["identity"].contains("data") && r["identity"]["data"].contains("feedback"))
-        return r["identity"]["data"]["feedback"];
+    if (r.contains("identity") && r["identity"].contains("data") && r["identity"]["data"].contains("feedback")) {
+        const json& fb = r["identity"]["data"]["feedback"];
+        if (!fb.is_object())
+            fail(f.string(), ": field 'identity.data.feedback' must be an object, got ", fb.type_name());
+        return fb;
+    }
     return json();
 }
 
@@ -321,12 +325,14 @@ std::string judge_source_line(const fs::path& run) {
                     html_escape(json_string(json_field(fb, "candidate_file", where), "checkpoint_sha256", where)) +
                     "</code>).</p>\n<table id=\"vote-files\">\n<tr><th>vote file</th><th>sha256</th><th>kind</th><th>who</th>"
                     "<th>votes</th><th>binary</th><th>ties</th><th>rejects</th></tr>\n";
-    for (const json& v : json_field(fb, "files", where))
+    for (const json& v : json_field(fb, "files", where)) {
+        if (!v.is_object()) fail(where, ": field 'files' must hold objects, got ", v.type_name());
         s += "<tr><td>" + json_cell(v.value("path", json())) + "</td><td><code>" + json_cell(v.value("sha256", json())) +
              "</code></td><td>" + json_cell(v.value("kind", json())) + "</td><td>" +
              json_cell(v.contains("participant") ? v["participant"] : v.value("labeler", json())) + "</td><td>" +
              json_cell(v.value("votes", json())) + "</td><td>" + json_cell(v.value("binary", json())) + "</td><td>" +
              json_cell(v.value("ties", json())) + "</td><td>" + json_cell(v.value("rejects", json())) + "</td></tr>\n";
+    }
     return s + "</table>\n";
 }
 
@@ -427,7 +433,7 @@ std::string render_ppo(const fs::path& run) {
         if (r.contains("identity") && r["identity"].contains("data") && r["identity"]["data"].contains("feedback")) {
             const json& d = r["identity"]["data"];
             s += "<p id=\"ppo-prompts\">PPO rolled out on the " +
-                 json_cell(d.contains("rollout_prompts") ? d["rollout_prompts"].value("count", json()) : json()) +
+                 json_cell(d.contains("rollout_prompts") && d["rollout_prompts"].is_object() ? d["rollout_prompts"].value("count", json()) : json()) +
                  " prompts of the train-split vote labels (labels sha256 <code>" +
                  json_cell(d.value("labels_sha256", json())) + "</code>), against the judge learned from those votes.</p>\n";
         }
@@ -749,8 +755,11 @@ std::string render_report(const fs::path& run) {
     for (const char* line : kScope) {
         std::string text = line;
         // The judge's preferences came from votes: say whose (SPEC §8).
+        const std::string kind = feedback.is_object() ? feedback.value("feedback_kind", "") : "";
+        if (line == kScope[1] && kind == "human")
+            text = "The learned score predicts the voters' preferences; it is not human utility.";
         if (line == kScope[0] && !feedback.is_null())
-            text = feedback.value("feedback_kind", "") == "human"
+            text = kind == "human"
                        ? "The judge learned from votes people gave (below); the demonstrations, the evaluation and the "
                          "gold criteria remain the simulated rubric's."
                        : "The judge learned from an AI labeller's votes (below), not from people: no human study; the "
