@@ -4,6 +4,8 @@
 
 #include "cli/command.h"
 #include "cli/stage_options.h"
+#include "training/feedback_stage.h"
+#include "training/study_config.h"
 #include "training/warmstart.h"
 #include "util/error.h"
 
@@ -26,11 +28,43 @@ static int run_branch(const Args& args, WarmstartBranch branch) {
 static Command sft_cmd("sft", "sft --run DIR [--mode interrupt|continuous|resume] [--preset P] [--set k=v]  supervised fine-tuning (LoRA)",
                        {}, [](const Args& a) { return run_branch(a, WarmstartBranch::sft); });
 
-static Command reward_cmd("reward", "reward --run DIR [--mode interrupt|continuous|resume] [--preset P]  Bradley-Terry judge",
-                          {}, [](const Args& a) { return run_branch(a, WarmstartBranch::reward); });
+// The judge from votes (SPEC §8): every rule is checked before anything is written.
+static int run_reward_votes(const Args& args) {
+    args.allow_only(with_stage_options({"mode", "votes", "candidates", "feedback-kind"}));
+    StageOptions o = stage_options(args);
+    const StageMode mode = parse_stage_mode(args.get("mode", "continuous"));
+    std::vector<fs::path> votes;
+    for (const std::string& v : args.all("votes")) votes.emplace_back(v);
+    for (const std::string& v : args.positional()) votes.emplace_back(v);  // --votes A B C
+    if (!args.has("candidates")) fail("reward --votes needs --candidates FILE (the candidate file the votes are about)");
+    const std::string kind = args.get("feedback-kind", config_string(o.config, "feedback.kind"));
+    if (kind != "human" && kind != "ai") fail("--feedback-kind must be human or ai, got '", kind, "'");
+    Study study = Study::open(o.config, o.run, o.model, "reward", StageScope::learn);
+    PreparedVotes prepared = prepare_votes(study, mode, args.get("candidates"), votes, kind);
+    const json& counts = prepared.collection.provenance["counts"];
+    std::printf("votes (%s): %lld train, %lld validation, %lld test binary labels; %lld ties and %lld rejects counted, "
+                "not trained on\n",
+                kind.c_str(), static_cast<long long>(counts["train"].get<int64_t>()),
+                static_cast<long long>(counts["validation"].get<int64_t>()),
+                static_cast<long long>(counts["test"].get<int64_t>()), static_cast<long long>(prepared.collection.ties),
+                static_cast<long long>(prepared.collection.rejects));
+    json report = run_reward_from_votes(study, mode, prepared);
+    const json& last = report["validation_history"].empty() ? json() : report["validation_history"].back();
+    std::printf("reward %s (votes): %lld updates in %.1f s; validation votes %s\nwrote %s\n", stage_mode_name(mode),
+                static_cast<long long>(report["updates"].get<int64_t>()), report["seconds"].get<double>(),
+                last.dump().c_str(), study.run.report("reward", stage_mode_name(mode)).c_str());
+    return 0;
+}
+
+static Command reward_cmd("reward",
+                          "reward --run DIR [--mode interrupt|continuous|resume] [--preset P]  Bradley-Terry judge; "
+                          "with --votes FILE... --candidates FILE [--feedback-kind human|ai]: from votes (SPEC §8)",
+                          {}, [](const Args& a) {
+                              return a.has("votes") ? run_reward_votes(a) : run_branch(a, WarmstartBranch::reward);
+                          });
 
 static Command reward_test_cmd(
-    "reward-test", "reward-test --run DIR          judge accuracy on the 180 held-out test pairs", {}, [](const Args& args) {
+    "reward-test", "reward-test --run DIR          judge accuracy on the 180 held-out test pairs (and on the test votes of a judge from votes)", {}, [](const Args& args) {
         args.allow_only(with_stage_options({}));
         StageOptions o = stage_options(args);
         Study study = Study::open(o.config, o.run, o.model, "reward-test", StageScope::all);
@@ -38,6 +72,14 @@ static Command reward_test_cmd(
         std::printf("judge on %lld test pairs: %lld correct, %lld ties, accuracy %.4f\n",
                     static_cast<long long>(r["pairs"].get<int64_t>()), static_cast<long long>(r["correct"].get<int64_t>()),
                     static_cast<long long>(r["ties"].get<int64_t>()), r["accuracy"].get<double>());
+        if (judge_learns_from_votes(study.run)) {
+            json v = vote_test(study);
+            std::printf("judge on %lld held-out test votes: %lld correct, %lld ties, pair loss %.4f, accuracy %.4f\nwrote %s\n",
+                        static_cast<long long>(v["examples"].get<int64_t>()),
+                        static_cast<long long>(v["correct"].get<int64_t>()),
+                        static_cast<long long>(v["ties"].get<int64_t>()), v["pair_loss"].get<double>(),
+                        v["accuracy"].get<double>(), study.run.vote_test().c_str());
+        }
         return 0;
     });
 

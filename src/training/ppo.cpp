@@ -10,6 +10,7 @@
 #include "model/generate.h"
 #include "model/scoring.h"
 #include "training/adamw.h"
+#include "training/feedback_stage.h"
 #include "training/identity.h"
 #include "training/ppo_math.h"
 #include "training/roles.h"
@@ -82,8 +83,11 @@ json run_ppo(const Study& s, StageMode mode) {
     Scorer actor_scorer(actor_model), reference_scorer(reference_model), critic_scorer(critic_model),
         judge_scorer(judge_model);
 
-    // Prompts: learn/ only.
-    const std::vector<PromptRow> prompts = load_rollout_prompts(s.reader(), run.corpus());
+    // Prompts: learn/ only — or, for a judge that learned from votes, the
+    // prompts of its train-split labels (SPEC §8).
+    const std::optional<FeedbackPrompts> from_votes = feedback_rollout_prompts(s);
+    const std::vector<PromptRow> prompts =
+        from_votes ? from_votes->prompts : load_rollout_prompts(s.reader(), run.corpus());
     std::vector<std::vector<int32_t>> prompt_ids;
     for (const PromptRow& p : prompts) {
         prompt_ids.push_back(s.encode_prompt(p.prompt));
@@ -127,8 +131,9 @@ json run_ppo(const Study& s, StageMode mode) {
     identity["sft_learned_identity"] = actor.learned_identity();
     identity["reward_learned_identity"] = judge_identity;
     identity["critic_initial_identity"] = critic.learned_identity();
-    identity["data"] = {{"learn/rollout_prompts.jsonl",
-                         load_manifest(s.reader(), run.corpus()).files.at("learn/rollout_prompts.jsonl").sha256}};
+    identity["data"] = from_votes ? from_votes->data_identity
+                                  : json{{"learn/rollout_prompts.jsonl",
+                                          load_manifest(s.reader(), run.corpus()).files.at("learn/rollout_prompts.jsonl").sha256}};
     identity["actor_schedule"] = actor_schedule.to_json();
     identity["critic_schedule"] = critic_schedule.to_json();
 

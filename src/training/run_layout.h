@@ -12,6 +12,9 @@
 //       final/                 learned state of the resumed run (safetensors + peft/)
 //       resume-check.json      PASS/FAIL with both sha256
 //   RUN/reward/reward-test.json   judge accuracy on the test pairs
+//   RUN/reward/feedback.json   judge from votes: train/validation labels + provenance
+//   RUN/reward/vote-test.json  judge from votes: result on the held-out test votes
+//   RUN/feedback/test_votes.json  the held-out test votes (outside learn/ scopes)
 //   RUN/ppo/rollouts/          every rollout with its per-token table
 //   RUN/ppo/metrics.jsonl      per-iteration metrics (TRL names)
 //   RUN/eval/                  evaluate: generations and rubric verdicts
@@ -40,6 +43,9 @@ struct RunLayout {
         return stage(stage_name) / "resume-check.json";
     }
     std::filesystem::path eval() const { return root / "eval"; }
+    std::filesystem::path feedback_labels() const { return stage("reward") / "feedback.json"; }
+    std::filesystem::path feedback_test() const { return root / "feedback" / "test_votes.json"; }
+    std::filesystem::path vote_test() const { return stage("reward") / "vote-test.json"; }
     std::filesystem::path results() const { return root / "results.json"; }
     std::filesystem::path report_html() const { return root / "report.html"; }
 };

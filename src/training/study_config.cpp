@@ -175,6 +175,14 @@ void validate_study_config(const json& c) {
     check_range(c, "ppo.temperature", 0.0, inf, true);
     check_one_of(c, "ppo.missing_eos", {"replace", "add"});
     check_one_of(c, "feedback.kind", {"human", "ai"});
+    check_min_int(c, "feedback.pairs", 1);
+    check_range(c, "feedback.train_fraction", 0.0, 1.0);
+    check_range(c, "feedback.validation_fraction", 0.0, 1.0);
+    if (config_number(c, "feedback.train_fraction") + config_number(c, "feedback.validation_fraction") > 1.0)
+        fail("config: 'feedback.train_fraction' + 'feedback.validation_fraction' must be <= 1 (the rest is test), got ",
+             config_number(c, "feedback.train_fraction") + config_number(c, "feedback.validation_fraction"));
+    for (const char* key : {"feedback.min_train_labels", "feedback.min_validation_labels", "feedback.min_test_labels"})
+        check_min_int(c, key, 1);
     if (auto m = config_optional_int(c, "max_updates"); m && *m < 1)
         fail("config: 'max_updates' must be null or >= 1, got ", *m);
 }

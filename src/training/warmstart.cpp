@@ -183,9 +183,22 @@ json data_identity(const Study& s, const Manifest& m, WarmstartBranch b) {
     return out;
 }
 
+std::vector<Example> encode_votes(const Study& s, const std::vector<VotePair>& pairs) {
+    std::vector<Example> out;
+    for (const VotePair& p : pairs) {
+        const std::vector<int32_t> prompt = s.encode_prompt(p.prompt);
+        out.push_back({p.id, ScoringRow{prompt, p.chosen}, ScoringRow{prompt, p.rejected}});
+    }
+    return out;
+}
+
 }  // namespace
 
-json run_warmstart(const Study& s, WarmstartBranch branch, StageMode mode) {
+json run_warmstart(const Study& s, WarmstartBranch branch, StageMode mode, const VoteData* votes) {
+    if (votes && branch != WarmstartBranch::reward) fail("votes train the judge only (ppolab reward --votes)");
+    if (branch == WarmstartBranch::reward && !votes && fs::exists(s.run.feedback_labels()))
+        fail(s.run.stage("reward").string(), " holds a judge learning from votes (", s.run.feedback_labels().string(),
+             "); a run's judge learns from one source: use `ppolab reward --votes …` or a new run");
     const std::string name = branch_name(branch);
     const std::string cfg = name + ".";
     const json& c = s.config;
@@ -199,10 +212,11 @@ json run_warmstart(const Study& s, WarmstartBranch branch, StageMode mode) {
     // 1. data: only learn/ (the guarded reader refuses anything else)
     const fs::path corpus = s.run.corpus();
     const Manifest manifest = load_manifest(s.reader(), corpus);
-    std::vector<Example> rows = branch == WarmstartBranch::sft
-                                    ? encode_sft(s, load_demonstrations(s.reader(), corpus))
-                                    : encode_pairs(s, load_pairs(s.reader(), corpus, PairSplit::train));
-    std::vector<Example> validation = branch == WarmstartBranch::sft
+    std::vector<Example> rows = votes                          ? encode_votes(s, votes->train)
+                                : branch == WarmstartBranch::sft ? encode_sft(s, load_demonstrations(s.reader(), corpus))
+                                                                 : encode_pairs(s, load_pairs(s.reader(), corpus, PairSplit::train));
+    std::vector<Example> validation = votes ? encode_votes(s, votes->validation)
+                                      : branch == WarmstartBranch::sft
                                           ? [&] {
                                                 std::vector<Example> v;
                                                 for (const PreferencePair& p :
@@ -236,7 +250,7 @@ json run_warmstart(const Study& s, WarmstartBranch branch, StageMode mode) {
 
     json identity = s.identity();
     identity["stage"] = name;
-    identity["data"] = data_identity(s, manifest, branch);
+    identity["data"] = votes ? votes->data_identity : data_identity(s, manifest, branch);
     identity["initial_learned_identity"] = initial_identity;
     identity["schedule"] = schedule.to_json();
 

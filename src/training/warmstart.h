@@ -13,8 +13,10 @@
 // the final states of continuous and resume bit for bit. Durations live in
 // the stage report, never in the compared state.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "training/study.h"
 #include "util/json.h"
@@ -28,10 +30,24 @@ const char* branch_name(WarmstartBranch branch);
 const char* stage_mode_name(StageMode mode);
 StageMode parse_stage_mode(std::string_view text);  // Error naming the accepted values
 
+// The judge's data when it learns from votes (SPEC §8, training/feedback_stage.h)
+// instead of the corpus pairs: binary labels as token pairs, the responses'
+// ids exactly as sampled.
+struct VotePair {
+    std::string id;                         // pair id / participant
+    std::string prompt;                     // the user's text (rendered by the chat template)
+    std::vector<int32_t> chosen, rejected;  // response ids, EOS last when the response ended with it
+};
+struct VoteData {
+    std::vector<VotePair> train, validation;
+    json data_identity;  // replaces the corpus files in the judge's identity: provenance, labels sha256
+};
+
 // Trains, writes RUN/<branch>/<mode>.state.gz and <mode>.json (and, for the
 // continuous run, RUN/<branch>/final/). Refuses to overwrite any of them.
+// `votes` (reward branch only): learn from votes instead of the corpus pairs.
 // Returns the stage report.
-json run_warmstart(const Study& study, WarmstartBranch branch, StageMode mode);
+json run_warmstart(const Study& study, WarmstartBranch branch, StageMode mode, const VoteData* votes = nullptr);
 
 // Compares RUN/<stage>/continuous.state.gz with resume.state.gz bit for bit;
 // writes RUN/<stage>/resume-check.json {status PASS|FAIL, first_difference,

@@ -409,5 +409,61 @@ TEST(Report, CommandWritesOnceAndRefusesToOverwrite) {
     fs::remove_all(r.root.parent_path());
 }
 
+
+// A judge that learned from votes (SPEC §8): the scope box says whose votes,
+// "Judge trained on …" names the counts and every vote file's sha256, and
+// the vote test and PPO's labelled prompts are reported.
+TEST(Report, JudgeFromVotesNamesItsVotes) {
+    const SyntheticRun r = make_run("votes");
+    const json feedback = {
+        {"feedback_kind", "human"},
+        {"candidate_file", {{"path", "c.json"}, {"sha256", std::string(64, 'c')}, {"checkpoint_sha256", std::string(64, 'd')}, {"pairs", 300}}},
+        {"files", {{{"path", "ada.json"}, {"sha256", std::string(64, 'e')}, {"kind", "human"}, {"participant", "Ada <A.>"},
+                    {"votes", 60}, {"binary", 50}, {"ties", 6}, {"rejects", 4}}}},
+        {"counts", {{"train", 31}, {"validation", 7}, {"test", 12}}},
+        {"ties", 6},
+        {"rejects", 4}};
+    json judge = read_json_file(r.root / "reward" / "continuous.json");
+    judge["identity"] = {{"data", {{"feedback", feedback}, {"labels_sha256", std::string(64, 'f')}}}};
+    write_json_atomic(r.root / "reward" / "continuous.json", judge, Overwrite::replace);
+    put(r.root / "reward" / "vote-test.json", {{"examples", 12}, {"correct", 9}, {"ties", 1}, {"pair_loss", 0.5}, {"accuracy", 0.75}});
+    json ppo = read_json_file(r.root / "ppo" / "continuous.json");
+    ppo["identity"] = {{"data", {{"feedback", feedback}, {"labels_sha256", std::string(64, 'f')}, {"rollout_prompts", {{"count", 29}}}}}};
+    write_json_atomic(r.root / "ppo" / "continuous.json", ppo, Overwrite::replace);
+
+    const std::string html = render_report(r.root);
+    Parsed p;
+    ASSERT_NO_THROW(p = parse_html(html));
+    for (const char* id : {"judge-source", "vote-files", "vote-test", "ppo-prompts"}) EXPECT_TRUE(p.ids.count(id)) << id;
+    EXPECT_EQ(html.find("no human study"), std::string::npos) << "the judge learned from people";
+    EXPECT_NE(html.find("The judge learned from votes people gave"), std::string::npos);
+    EXPECT_NE(html.find("The learned score predicts the voters&#39; preferences; it is not human utility."), std::string::npos);
+    EXPECT_NE(html.find("Judge trained on human votes: 31 train, 7 validation and 12 held-out test binary labels; 6 ties "
+                        "and 4 rejects counted, not trained on."),
+              std::string::npos);
+    EXPECT_NE(html.find(std::string(64, 'e')), std::string::npos) << "the vote file's sha256";
+    EXPECT_NE(html.find("<td>Ada &lt;A.&gt;</td>"), std::string::npos);
+    EXPECT_NE(html.find("9 of 12 preferred answers scored higher, 1 score ties, pair loss 0.5, accuracy 0.75"),
+              std::string::npos);
+    EXPECT_NE(html.find("PPO rolled out on the 29 prompts of the train-split vote labels"), std::string::npos);
+    // AI votes: the scope says so
+    judge["identity"]["data"]["feedback"]["feedback_kind"] = "ai";
+    write_json_atomic(r.root / "reward" / "continuous.json", judge, Overwrite::replace);
+    const std::string ai = render_report(r.root);
+    EXPECT_NE(ai.find("The judge learned from an AI labeller&#39;s votes (below), not from people: no human study"),
+              std::string::npos);
+    EXPECT_NE(ai.find("Judge trained on AI votes"), std::string::npos);
+    // a malformed provenance names the file and field
+    judge["identity"]["data"]["feedback"] = "votes";
+    write_json_atomic(r.root / "reward" / "continuous.json", judge, Overwrite::replace);
+    try {
+        render_report(r.root);
+        ADD_FAILURE() << "a malformed provenance was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("field 'identity.data.feedback' must be an object"), std::string::npos) << e.what();
+    }
+    fs::remove_all(r.root.parent_path());
+}
+
 }  // namespace
 }  // namespace ppolab

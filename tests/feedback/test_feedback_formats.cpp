@@ -1,0 +1,334 @@
+// Unit tests of the feedback layer without a model: candidate and vote file
+// parsers (every field checked, no crash on bad bytes), timestamps, the
+// seeded split, collect_votes's rules on a synthetic candidate file, the
+// rubric labeller's choice, the voting session (consent, votes, continuing
+// an earlier file, refusals) and the HTTP request parser and routes.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+#include "data/rubric.h"
+#include "feedback/candidates.h"
+#include "feedback/label_ai.h"
+#include "feedback/serve.h"
+#include "feedback/votes.h"
+#include "util/error.h"
+#include "util/sha256.h"
+
+using namespace ppolab;
+
+namespace {
+
+const std::string kSha = std::string(64, 'a');
+
+// n pairs, splits cycling train, train, train, validation, test.
+json candidates_json(int n) {
+    json pairs = json::array();
+    const char* splits[] = {"train", "train", "train", "validation", "test"};
+    for (int i = 0; i < n; ++i)
+        pairs.push_back({{"id", "p" + std::to_string(i)},
+                         {"split", splits[i % 5]},
+                         {"prompt_id", "OH000-RL" + std::to_string(i)},
+                         {"prompt", "prompt " + std::to_string(i)},
+                         {"a", {{"text", "A"}, {"token_ids", {1, 2}}, {"finish_reason", "eos"}}},
+                         {"b", {{"text", "B"}, {"token_ids", {3}}, {"finish_reason", "length"}}}});
+    return {{"format", 1}, {"checkpoint_sha256", kSha}, {"pairs", pairs}};
+}
+
+json human_votes(const json& cands, const std::string& choice = "a") {
+    json votes = json::array();
+    for (const json& p : cands["pairs"])
+        votes.push_back({{"pair_id", p["id"]}, {"choice", choice}, {"timestamp", "2025-03-01T10:00:00Z"}});
+    return {{"format", 1},          {"feedback_kind", "human"}, {"checkpoint_sha256", kSha},
+            {"participant", "ada"}, {"consent", true},          {"human_attestation", true},
+            {"votes", votes}};
+}
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+#define EXPECT_ERROR(stmt, text) EXPECT_NE(error_of([&] { stmt; }).find(text), std::string::npos) << error_of([&] { stmt; })
+
+}  // namespace
+
+TEST(Candidates, RoundTripAndFind) {
+    const json j = candidates_json(7);
+    const CandidateFile c = parse_candidates(j.dump(), "c.json");
+    ASSERT_EQ(c.pairs.size(), 7u);
+    EXPECT_EQ(c.pairs[3].split, "validation");
+    EXPECT_EQ(c.pairs[0].a.token_ids, (std::vector<int32_t>{1, 2}));
+    EXPECT_EQ(c.find("p4")->split, "test");
+    EXPECT_EQ(c.find("nope"), nullptr);
+    const CandidateFile back = parse_candidates(candidates_to_json(c).dump(), "again");
+    EXPECT_EQ(candidates_to_json(back).dump(), candidates_to_json(c).dump());
+}
+
+TEST(Candidates, EveryFieldIsChecked) {
+    auto with = [](auto edit) {
+        json j = candidates_json(2);
+        edit(j);
+        return j.dump();
+    };
+    EXPECT_ERROR(parse_candidates("{", "c.json"), "c.json: not valid JSON");
+    EXPECT_ERROR(parse_candidates("[]", "c.json"), "expected a JSON object");
+    EXPECT_ERROR(parse_candidates(with([](json& j) { j["format"] = 2; }), "c.json"), "field 'format' must be 1");
+    EXPECT_ERROR(parse_candidates(with([](json& j) { j["checkpoint_sha256"] = "ABC"; }), "c.json"), "64 lowercase hex");
+    EXPECT_ERROR(parse_candidates(with([](json& j) { j["pairs"] = json::array(); }), "c.json"), "'pairs' is empty");
+    EXPECT_ERROR(parse_candidates(with([](json& j) { j["extra"] = 1; }), "c.json"), "unexpected field 'extra'");
+    EXPECT_ERROR(parse_candidates(with([](json& j) { j["pairs"][1]["id"] = "p0"; }), "c.json"), "appears twice");
+    EXPECT_ERROR(parse_candidates(with([](json& j) { j["pairs"][0]["split"] = "probe"; }), "c.json"),
+                 "pairs[0]: field 'split' must be train, validation or test");
+    EXPECT_ERROR(parse_candidates(with([](json& j) { j["pairs"][0].erase("prompt_id"); }), "c.json"),
+                 "missing field 'prompt_id'");
+    EXPECT_ERROR(parse_candidates(with([](json& j) { j["pairs"][1]["a"]["token_ids"] = {1, -2}; }), "c.json"),
+                 "pairs[1].a: field 'token_ids[1]' must be an integer");
+    EXPECT_ERROR(parse_candidates(with([](json& j) { j["pairs"][1]["b"]["token_ids"] = {1.5}; }), "c.json"),
+                 "'token_ids[0]' must be an integer");
+    EXPECT_ERROR(parse_candidates(with([](json& j) { j["pairs"][1]["b"]["token_ids"] = {4294967297ull}; }), "c.json"),
+                 "'token_ids[0]' must be an integer");
+    EXPECT_ERROR(parse_candidates(with([](json& j) { j["pairs"][0]["a"]["token_ids"] = json::array(); }), "c.json"),
+                 "must not be empty");
+    EXPECT_ERROR(parse_candidates(with([](json& j) { j["pairs"][0]["b"]["finish_reason"] = "stop"; }), "c.json"),
+                 "'finish_reason' must be \"eos\" or \"length\"");
+}
+
+TEST(Candidates, SplitsAreSeededAndSized) {
+    const auto s = assign_feedback_splits(100, 49, 0.6, 0.15);
+    std::map<std::string, int> n;
+    for (const auto& x : s) ++n[x];
+    EXPECT_EQ(n["train"], 60);
+    EXPECT_EQ(n["validation"], 15);
+    EXPECT_EQ(n["test"], 25);
+    EXPECT_EQ(s, assign_feedback_splits(100, 49, 0.6, 0.15));
+    EXPECT_NE(s, assign_feedback_splits(100, 50, 0.6, 0.15));
+    // interleaved, not in blocks: the first 20 pairs hold more than one split
+    std::set<std::string> first(s.begin(), s.begin() + 20);
+    EXPECT_GT(first.size(), 1u);
+    EXPECT_ERROR(assign_feedback_splits(10, 1, 0.8, 0.3), "sum <= 1");
+}
+
+TEST(Votes, Timestamps) {
+    EXPECT_TRUE(is_utc_timestamp("2025-03-01T10:00:00Z"));
+    EXPECT_TRUE(is_utc_timestamp("2024-02-29T23:59:59.123Z"));
+    EXPECT_FALSE(is_utc_timestamp("2023-02-29T10:00:00Z"));
+    EXPECT_FALSE(is_utc_timestamp("2025-03-01 10:00:00Z"));
+    EXPECT_FALSE(is_utc_timestamp("2025-03-01T10:00:00"));
+    EXPECT_FALSE(is_utc_timestamp("2025-03-01T10:00:00+01:00"));
+    EXPECT_FALSE(is_utc_timestamp("2025-13-01T10:00:00Z"));
+    EXPECT_FALSE(is_utc_timestamp("2025-03-01T24:00:00Z"));
+    EXPECT_FALSE(is_utc_timestamp("2025-03-01T10:00:00.Z"));
+    EXPECT_FALSE(is_utc_timestamp(""));
+    EXPECT_TRUE(is_utc_timestamp(utc_timestamp_now()));
+}
+
+TEST(Votes, ParseHumanAndAi) {
+    const json c = candidates_json(3);
+    VoteFile h = parse_votes(human_votes(c).dump(), "v.json");
+    EXPECT_EQ(h.who(), "ada");
+    EXPECT_EQ(h.votes.size(), 3u);
+    EXPECT_EQ(parse_votes(votes_to_json(h).dump(), "again").votes[2].pair_id, "p2");
+    json ai = human_votes(c, "tie");
+    ai.erase("participant");
+    ai.erase("consent");
+    ai["feedback_kind"] = "ai";
+    ai["labeler"] = "rubric";
+    ai["human_attestation"] = false;
+    ai["candidate_file_sha256"] = kSha;
+    VoteFile a = parse_votes(ai.dump(), "ai.json");
+    EXPECT_EQ(a.who(), "rubric");
+    EXPECT_EQ(a.votes[0].choice, VoteChoice::tie);
+    ai["participant"] = "x";
+    EXPECT_ERROR(parse_votes(ai.dump(), "ai.json"), "names a 'labeler', not a 'participant'");
+    json h2 = human_votes(c);
+    h2["votes"][1]["extra"] = 1;
+    EXPECT_ERROR(parse_votes(h2.dump(), "v.json"), "v.json: votes[1]: unexpected field 'extra'");
+    h2 = human_votes(c);
+    h2["feedback_kind"] = "crowd";
+    EXPECT_ERROR(parse_votes(h2.dump(), "v.json"), "'feedback_kind' must be \"human\" or \"ai\"");
+}
+
+TEST(Votes, CollectCountsTiesAndRejects) {
+    const json cj = candidates_json(20);  // 12 train, 4 validation, 4 test
+    const std::string cbytes = cj.dump();
+    const CandidateFile c = parse_candidates(cbytes, "c.json");
+    json v = human_votes(cj);
+    v["votes"][0]["choice"] = "tie";
+    v["votes"][1]["choice"] = "reject";
+    v["votes"][2]["choice"] = "b";
+    VoteRules rules{"human", kSha, 9, 4, 4};
+    VoteCollection got = collect_votes(c, {"c.json", cbytes}, {{"v.json", v.dump()}}, rules);
+    EXPECT_EQ(got.train.size(), 10u);  // 12 train pairs, one tie and one reject
+    EXPECT_EQ(got.validation.size(), 4u);
+    EXPECT_EQ(got.test.size(), 4u);
+    EXPECT_EQ(got.ties, 1);
+    EXPECT_EQ(got.rejects, 1);
+    EXPECT_EQ(got.train[0].choice, VoteChoice::b);
+    EXPECT_EQ(got.provenance["files"][0]["sha256"], sha256_hex(v.dump()));
+    EXPECT_EQ(got.provenance["files"][0]["binary"], 18);
+    EXPECT_EQ(got.provenance["candidate_file"]["sha256"], sha256_hex(cbytes));
+    rules.min_train = 11;
+    EXPECT_ERROR(collect_votes(c, {"c.json", cbytes}, {{"v.json", v.dump()}}, rules),
+                 "insufficient binary labels (a or b; ties and rejects do not count): train 10, validation 4, test 4; "
+                 "need at least 11 train");
+    // a second participant may vote the same pairs; the same one may not
+    rules.min_train = 9;
+    json w = human_votes(cj);
+    w["participant"] = "grace";
+    EXPECT_EQ(collect_votes(c, {"c.json", cbytes}, {{"v.json", v.dump()}, {"w.json", w.dump()}}, rules).train.size(), 22u);
+    w["participant"] = "ada";
+    EXPECT_ERROR(collect_votes(c, {"c.json", cbytes}, {{"v.json", v.dump()}, {"w.json", w.dump()}}, rules),
+                 "w.json: votes[0]: duplicate participant vote: 'ada' already voted on pair 'p0'");
+    EXPECT_ERROR(collect_votes(c, {"c.json", cbytes}, {{"v.json", v.dump()}}, VoteRules{"human", std::string(64, 'b')}),
+                 "candidates belong to a different supervised policy");
+}
+
+TEST(LabelAi, RubricChoice) {
+    const int action = 2;
+    const std::string good = response_text(action, 1, false);      // relevant, hedged
+    const std::string wrong = response_text((action + 1) % 6, 0, false);  // another action
+    const CandidateResponse ok{good, {1}, "eos"}, bad{wrong, {1}, "eos"}, cut{good, {1}, "length"};
+    ASSERT_TRUE(evaluate_response(good, FinishReason::eos, action).rubric_success);
+    EXPECT_EQ(rubric_choice(ok, bad, action), VoteChoice::a);
+    EXPECT_EQ(rubric_choice(bad, ok, action), VoteChoice::b);
+    EXPECT_EQ(rubric_choice(ok, ok, action), VoteChoice::tie);
+    EXPECT_EQ(rubric_choice(bad, cut, action), VoteChoice::reject);  // cut without EOS is no success
+    EXPECT_EQ(rubric_choice(cut, ok, action), VoteChoice::b);
+    CandidateFile c = parse_candidates(candidates_json(3).dump(), "c.json");
+    c.pairs[1].a = ok;
+    VoteFile v = label_with_rubric(c, kSha, [&](const CandidatePair&) { return action; });
+    EXPECT_EQ(v.feedback_kind, "ai");
+    EXPECT_FALSE(v.human_attestation);
+    EXPECT_EQ(v.votes[1].choice, VoteChoice::a);
+    EXPECT_EQ(v.votes[0].choice, VoteChoice::reject);
+    // what it writes is a valid AI vote file
+    EXPECT_EQ(parse_votes(votes_to_json(v).dump(), "ai.json").labeler, kRubricLabeler);
+}
+
+class Session : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir = fs::temp_directory_path() / ("ppolab_test_vote_session_" + std::to_string(::getpid()));
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+        out = dir / "votes.json";
+    }
+    void TearDown() override { fs::remove_all(dir); }
+    VoteSession make() {
+        const std::string bytes = candidates_json(3).dump();
+        return VoteSession(parse_candidates(bytes, "c.json"), sha256_hex(bytes), out);
+    }
+    fs::path dir, out;
+};
+
+TEST_F(Session, ConsentVoteContinue) {
+    {
+        VoteSession s = make();
+        EXPECT_FALSE(s.state()["consented"]);
+        EXPECT_TRUE(s.state()["pair"].is_null());
+        EXPECT_ERROR(s.vote({{"pair_id", "p0"}, {"choice", "a"}}), "give consent first");
+        EXPECT_ERROR(s.consent({{"participant", "ada"}, {"consent", true}}), "attestation box");
+        EXPECT_ERROR(s.consent({{"participant", "  "}, {"consent", true}, {"human_attestation", true}}), "name is required");
+        EXPECT_FALSE(fs::exists(out));
+        json st = s.consent({{"participant", " ada "}, {"consent", true}, {"human_attestation", true}});
+        EXPECT_EQ(st["participant"], "ada");
+        EXPECT_EQ(st["pair"]["id"], "p0");
+        EXPECT_TRUE(fs::exists(out));
+        EXPECT_ERROR(s.vote({{"pair_id", "p1"}, {"choice", "a"}}), "not the pair on offer");
+        EXPECT_ERROR(s.vote({{"pair_id", "p0"}, {"choice", "A"}}), "must be one of a, b, tie, reject");
+        st = s.vote({{"pair_id", "p0"}, {"choice", "b"}});
+        EXPECT_EQ(st["voted"], 1);
+        EXPECT_EQ(st["pair"]["id"], "p1");
+        const VoteFile f = parse_votes(read_file(out), out.string());
+        ASSERT_EQ(f.votes.size(), 1u);
+        EXPECT_EQ(f.votes[0].choice, VoteChoice::b);
+        EXPECT_EQ(f.participant, "ada");
+    }
+    // a new session on the same file continues
+    VoteSession again = make();
+    EXPECT_TRUE(again.state()["consented"]);
+    EXPECT_EQ(again.state()["pair"]["id"], "p1");
+    EXPECT_ERROR(again.consent({{"participant", "bob"}, {"consent", true}, {"human_attestation", true}}),
+                 "already given");
+    again.vote({{"pair_id", "p1"}, {"choice", "tie"}});
+    json st = again.vote({{"pair_id", "p2"}, {"choice", "reject"}});
+    EXPECT_TRUE(st["pair"].is_null());
+    EXPECT_EQ(st["voted"], 3);
+    EXPECT_ERROR(again.vote({{"pair_id", "p2"}, {"choice", "a"}}), "every pair has been voted");
+}
+
+TEST_F(Session, RefusesAnotherCandidateFile) {
+    { make().consent({{"participant", "ada"}, {"consent", true}, {"human_attestation", true}}); }
+    const std::string other = candidates_json(4).dump();
+    EXPECT_ERROR(VoteSession(parse_candidates(other, "o.json"), sha256_hex(other), out), "made for another candidate file");
+    write_file_atomic(out, "not json", Overwrite::replace);
+    EXPECT_ERROR(make(), "not valid JSON");
+}
+
+TEST(Http, ParseRequests) {
+    EXPECT_FALSE(parse_http_request("GET / HTTP/1.1\r\nHost: x").has_value());
+    auto r = parse_http_request("GET /api/state?x=1 HTTP/1.1\r\nHost: 127.0.0.1:80\r\n\r\n");
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->method, "GET");
+    EXPECT_EQ(r->target, "/api/state?x=1");
+    EXPECT_EQ(r->host, "127.0.0.1:80");
+    const std::string post = "POST /api/vote HTTP/1.1\r\nhost: a\r\nCONTENT-TYPE: Application/JSON\r\nContent-Length: 4\r\n\r\n";
+    EXPECT_FALSE(parse_http_request(post + "ab").has_value());
+    r = parse_http_request(post + "abcd");
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->body, "abcd");
+    EXPECT_EQ(r->content_type, "application/json");
+    EXPECT_ERROR(parse_http_request("GARBAGE\r\n\r\n"), "request line is malformed");
+    EXPECT_ERROR(parse_http_request("GET / HTTP/2\r\n\r\n"), "HTTP version");
+    EXPECT_ERROR(parse_http_request("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n"), "Content-Length is malformed");
+    EXPECT_ERROR(parse_http_request("POST / HTTP/1.1\r\nContent-Length: 999999\r\n\r\n"), "body is over");
+    EXPECT_ERROR(parse_http_request("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"), "Transfer-Encoding");
+    EXPECT_ERROR(parse_http_request(std::string(kHttpMaxHeader + 10, 'x')), "header is over");
+}
+
+TEST_F(Session, HttpRoutesAndGuards) {
+    VoteSession s = make();
+    auto req = [](std::string method, std::string target, std::string host, std::string body = "",
+                  std::string type = "application/json", std::string origin = "") {
+        HttpRequest r;
+        r.method = method;
+        r.target = target;
+        r.host = host;
+        r.body = body;
+        r.content_type = type;
+        r.origin = origin;
+        return r;
+    };
+    const std::string host = "127.0.0.1:8000";
+    EXPECT_EQ(handle_vote_request(s, req("GET", "/", host), 8000).status, 200);
+    EXPECT_NE(handle_vote_request(s, req("GET", "/", host), 8000).body.find("id=\"btn-reject\""), std::string::npos);
+    EXPECT_EQ(handle_vote_request(s, req("GET", "/", "localhost:8000"), 8000).status, 200);
+    EXPECT_EQ(handle_vote_request(s, req("GET", "/", "evil.example:8000"), 8000).status, 421);  // DNS rebinding
+    EXPECT_EQ(handle_vote_request(s, req("GET", "/", "127.0.0.1:9"), 8000).status, 421);
+    EXPECT_EQ(handle_vote_request(s, req("GET", "/nope", host), 8000).status, 404);
+    EXPECT_EQ(handle_vote_request(s, req("DELETE", "/api/vote", host), 8000).status, 405);
+    const std::string consent = R"({"participant":"ada","consent":true,"human_attestation":true})";
+    EXPECT_EQ(handle_vote_request(s, req("POST", "/api/consent", host, consent, "text/plain"), 8000).status, 415);
+    EXPECT_EQ(handle_vote_request(s, req("POST", "/api/consent", host, consent, "application/json", "http://evil.example"), 8000)
+                  .status,
+              403);
+    EXPECT_EQ(handle_vote_request(s, req("POST", "/api/consent", host, "{oops"), 8000).status, 400);
+    EXPECT_FALSE(fs::exists(out));
+    HttpResponse ok = handle_vote_request(s, req("POST", "/api/consent", host, consent, "application/json", "http://127.0.0.1:8000"), 8000);
+    EXPECT_EQ(ok.status, 200) << ok.body;
+    HttpResponse v = handle_vote_request(s, req("POST", "/api/vote", host, R"({"pair_id":"p1","choice":"a"})"), 8000);
+    EXPECT_EQ(v.status, 409);
+    EXPECT_NE(v.body.find("not the pair on offer"), std::string::npos);
+    v = handle_vote_request(s, req("POST", "/api/vote", host, R"({"pair_id":"p0","choice":"a"})"), 8000);
+    EXPECT_EQ(v.status, 200);
+    EXPECT_EQ(json::parse(v.body)["voted"], 1);
+}
