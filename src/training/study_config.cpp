@@ -175,11 +175,20 @@ void validate_study_config(const json& c) {
     check_range(c, "ppo.temperature", 0.0, inf, true);
     check_one_of(c, "ppo.missing_eos", {"replace", "add"});
     check_one_of(c, "feedback.kind", {"human", "ai"});
+    for (const char* k : {"checkpoint.every_updates", "checkpoint.every_iterations", "checkpoint.every_rows"})
+        check_min_int(c, k, 0);
     if (auto m = config_optional_int(c, "max_updates"); m && *m < 1)
         fail("config: 'max_updates' must be null or >= 1, got ", *m);
 }
 
-std::string config_sha256(const json& config) { return sha256_hex(config.dump()); }
+std::string config_sha256(const json& config) {
+    // How often checkpoints are written changes no number of the study: a
+    // run may be resumed with another frequency.
+    if (!config.is_object() || !config.contains("checkpoint")) return sha256_hex(config.dump());
+    json numbers = config;
+    numbers.erase("checkpoint");
+    return sha256_hex(numbers.dump());
+}
 
 json config_identity(const json& config) {
     return json{{"preset", config_string(config, "preset")},
