@@ -127,7 +127,8 @@ bool test_nonfinite_here(std::string_view stage, std::string_view quantity, int6
         std::string stage, quantity;
         int64_t at = -1;
     };
-    static const Hook hook = [] {
+    // Read at every call (tests change it within one process); one getenv per update.
+    const Hook hook = [] {
         Hook h;
         const char* v = std::getenv("PPOLAB_TEST_NONFINITE");
         if (v == nullptr || *v == '\0') return h;

@@ -79,7 +79,14 @@ void write_file_atomic(const fs::path& path, const std::vector<std::string_view>
         fail("cannot close '", path.string(), "' (temporary '", tmp.filename().string(), "', removed): ",
              std::strerror(err));
     }
-    if (before_publish) before_publish(tmp);
+    if (before_publish) {
+        try {
+            before_publish(tmp);
+        } catch (...) {
+            ::unlink(tmp.c_str());
+            throw;
+        }
+    }
     if (mode == Overwrite::refuse) {
         // link() fails if the target exists: no window where a finished file is replaced.
         if (::link(tmp.c_str(), path.c_str()) != 0) {
