@@ -18,6 +18,10 @@
 #                   ppo also rollouts/ (diff -r) and metrics.jsonl (seconds aside)
 #   pretrain        base/model.safetensors and tokenizer.json (cmp), the loss
 #                   curve and base check of pretrain.json
+# With --stages study (by itself, it takes a while), the whole `ppolab run` is
+# killed at random moments and continued with `ppolab run --resume` until it
+# finishes; all nine state files (3 stages x 3 modes) and the evaluation
+# metrics must equal an uninterrupted `ppolab run`'s.
 # It builds nothing: it takes the ppolab binary.
 #
 # Usage: scripts/crash_harness.sh [--bin PATH] [--work DIR] [--kills K] [--seed S]
@@ -53,6 +57,51 @@ while [ $# -gt 0 ]; do
 done
 [ -x "$BIN" ] || { echo "crash_harness: no ppolab binary at '$BIN' (build it, or give --bin)" >&2; exit 2; }
 [ -n "$WORK" ] || WORK=$(mktemp -d /tmp/ppolab-crash.XXXXXX)
+if [[ " $STAGES " == *" study "* ]]; then
+  [ "$STAGES" = study ] || { echo "crash_harness: --stages study runs alone" >&2; exit 2; }
+  export PPOLAB_QUIET=1 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+  RANDOM=$SEED
+  mkdir -p "$WORK/log"
+  t0=$(date +%s)
+  "$BIN" run --out "$WORK/study-ref" "${SETS[@]}" > "$WORK/log/study-ref.log" 2>&1 || { tail -20 "$WORK/log/study-ref.log"; exit 1; }
+  T=$(( $(date +%s) - t0 ))
+  echo "reference study: $T s uninterrupted"
+  R=$WORK/study-kill kills=0 attempt=0 continued=0
+  while [ ! -e "$R/results.json" ]; do
+    attempt=$((attempt + 1))
+    if [ $attempt -eq 1 ]; then cmd=(run --out "$R" "${SETS[@]}"); else cmd=(run --resume "$R"); fi
+    log=$WORK/log/study-$attempt.log
+    if [ $kills -lt "$KILLS" ]; then
+      ms=$(( 2000 + ((RANDOM << 15) | RANDOM) % (1000 * T * 8 / 10 / KILLS + 1) ))
+      "$BIN" "${cmd[@]}" > "$log" 2>&1 & pid=$!
+      sleep "$(python3 -c "print($ms / 1000)")"
+      kill -KILL "$pid" 2> /dev/null
+      { wait "$pid"; rc=$?; } 2> /dev/null
+      [ $rc -eq 137 ] && kills=$((kills + 1))
+      [ $rc -eq 137 ] || [ $rc -eq 0 ] || { tail -20 "$log"; exit 1; }
+    else
+      "$BIN" "${cmd[@]}" > "$log" 2>&1 || { tail -20 "$log"; exit 1; }
+      rc=0
+    fi
+    grep -q "continuing from checkpoint" "$log" && continued=$((continued + 1))
+    echo "  attempt $attempt: exit $rc in step: $(grep -o '^>> ppolab [a-z-]*' "$log" | tail -1 | cut -c11-)$(grep -o ' --mode [a-z]*' "$log" | tail -1); $(grep -o 'continuing from checkpoint.*' "$log" | tail -1)"
+  done
+  status=0
+  for s in sft reward ppo; do
+    for m in interrupt continuous resume; do
+      cmp -s "$WORK/study-ref/$s/$m.state.gz" "$R/$s/$m.state.gz" || { echo "$s $m: state differs"; status=1; }
+    done
+  done
+  python3 - "$WORK/study-ref/eval/metrics.json" "$R/eval/metrics.json" <<'PY' || status=1
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for x in (a, b):
+    x.pop("identity"); x.pop("seconds")
+assert a == b, "evaluation metrics differ"
+PY
+  echo "study: $kills kills survived, $continued restarts continued a stage from its checkpoint; 9 state files and the evaluation metrics $([ $status -eq 0 ] && echo "bitwise equal" || echo DIFFERENT)"
+  exit $status
+fi
 mkdir -p "$WORK"
 export PPOLAB_QUIET=1 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 RANDOM=$SEED
