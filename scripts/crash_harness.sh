@@ -171,8 +171,7 @@ kill_stage() {  # stage
     if [ $((RANDOM % 2)) -eq 0 ]; then
       local n=$((1 + RANDOM % 2))
       # shellcheck disable=SC2046
-      PPOLAB_TEST_KILL_IN_CHECKPOINT=$n "$BIN" $(stage_cmd "$stage" "$run") "${SETS[@]}" > "$log" 2>&1
-      rc=$?
+      { PPOLAB_TEST_KILL_IN_CHECKPOINT=$n "$BIN" $(stage_cmd "$stage" "$run") "${SETS[@]}" > "$log" 2>&1; rc=$?; } 2> /dev/null
       how="inside checkpoint write $n"
     else
       local r=$(( (RANDOM << 15) | RANDOM ))

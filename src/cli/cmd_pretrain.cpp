@@ -127,7 +127,7 @@ static int run_pretrain(const Args& args) {
                  out.string().c_str());
     // Crash safety: checkpoints in <out>.checkpoints/ (training/checkpoints.h).
     const PretrainReport rep = pretrain_run(config, docs, check, out, provenance, nullptr,
-                                            {{}, config_int(study, "checkpoint.every_updates")});
+                                            {{}, config_int(study, "checkpoint.pretrain_every_updates")});
     const json& tr = rep.json.at("training");
     std::printf("pretrained %s: %lld parameters, vocab %lld, %lld updates, %lld tokens in %.1f s (%.0f tok/s), "
                 "final loss %.4f, total %.1f s\n",

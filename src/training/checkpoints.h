@@ -14,10 +14,11 @@
 // uninterrupted run reaches. After the stage has written its final outputs
 // the checkpoint is removed.
 //
-// How often: config keys `checkpoint.every_updates` (SFT, judge, pretraining:
-// every N optimiser updates; SFT and the judge also at each epoch end),
-// `checkpoint.every_iterations` (PPO) and `checkpoint.every_rows` (evaluate:
-// generations so far, per policy); 0 disables. They change no number, so
+// How often: config keys `checkpoint.every_updates` (SFT, judge: every N
+// optimiser updates, and at each epoch end), `checkpoint.pretrain_every_updates`
+// (pretraining: every N steps, and after the last), `checkpoint.every_iterations`
+// (PPO) and `checkpoint.every_rows` (evaluate: generations so far, per
+// policy); 0 disables. They change no number, so
 // they are not part of the config identity (study_config.h).
 //
 // Test-only hooks (environment variables, read by the crash tests; never set

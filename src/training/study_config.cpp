@@ -175,7 +175,8 @@ void validate_study_config(const json& c) {
     check_range(c, "ppo.temperature", 0.0, inf, true);
     check_one_of(c, "ppo.missing_eos", {"replace", "add"});
     check_one_of(c, "feedback.kind", {"human", "ai"});
-    for (const char* k : {"checkpoint.every_updates", "checkpoint.every_iterations", "checkpoint.every_rows"})
+    for (const char* k : {"checkpoint.every_updates", "checkpoint.pretrain_every_updates", "checkpoint.every_iterations",
+                          "checkpoint.every_rows"})
         check_min_int(c, k, 0);
     if (auto m = config_optional_int(c, "max_updates"); m && *m < 1)
         fail("config: 'max_updates' must be null or >= 1, got ", *m);

@@ -179,7 +179,8 @@ TEST(CheckpointConfig, FrequenciesAreNotPartOfTheConfigIdentity) {
     EXPECT_EQ(config_sha256(a), config_sha256(b));
     EXPECT_NE(config_sha256(a), config_sha256(c));
     for (const char* preset : {"tiny", "seed", "generic"})
-        for (const char* k : {"checkpoint.every_updates", "checkpoint.every_iterations", "checkpoint.every_rows"})
+        for (const char* k : {"checkpoint.every_updates", "checkpoint.pretrain_every_updates", "checkpoint.every_iterations",
+                              "checkpoint.every_rows"})
             EXPECT_GE(config_int(preset_config(preset), k), 1) << preset << " " << k;
     EXPECT_NE(message_of([] { effective_config("tiny", {}, {"checkpoint.every_updates=-1"}); })
                   .find("'checkpoint.every_updates' must be >= 0, got -1"),
