@@ -51,7 +51,7 @@ while [ $# -gt 0 ]; do
     --stages) STAGES=$2; shift 2 ;;
     --from) FROM=$2; shift 2 ;;
     --set) SETS+=(--set "$2"); shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "crash_harness: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
