@@ -33,8 +33,9 @@ int run_evaluate(const Args& args) {
     StageOptions o = stage_options(args);
     const EvalSet set = parse_eval_set(args.get("population", "held-out"));
     const RunLayout run{o.run};
-    for (const fs::path& p : evaluation_outputs(run, set))
-        if (fs::exists(p)) fail("refusing to overwrite ", p.string(), " (evaluate writes it once)");
+    // The metrics are written last: an evaluation without them is unfinished and continues.
+    if (fs::exists(metrics_path(run, set)))
+        fail("refusing to overwrite ", metrics_path(run, set).string(), " (evaluate writes it once)");
     {
         // Generation: never gold/ (nor learn/ for the held-out set).
         Study study = Study::open(o.config, o.run, o.model, "evaluate-generate", evaluation_generation_scope(set));

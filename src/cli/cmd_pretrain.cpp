@@ -125,7 +125,9 @@ static int run_pretrain(const Args& args) {
                  docs.size(), base.conversations.size(), static_cast<long long>(config.updates()),
                  static_cast<long long>(config.batch_rows), static_cast<long long>(config.sequence_length),
                  out.string().c_str());
-    const PretrainReport rep = pretrain_run(config, docs, check, out, provenance);
+    // Crash safety: checkpoints in <out>.checkpoints/ (training/checkpoints.h).
+    const PretrainReport rep = pretrain_run(config, docs, check, out, provenance, nullptr,
+                                            {{}, config_int(study, "checkpoint.pretrain_every_updates")});
     const json& tr = rep.json.at("training");
     std::printf("pretrained %s: %lld parameters, vocab %lld, %lld updates, %lld tokens in %.1f s (%.0f tok/s), "
                 "final loss %.4f, total %.1f s\n",

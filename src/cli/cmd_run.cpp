@@ -2,14 +2,21 @@
 //
 // The study is a fixed list of ppolab commands run in this process, each
 // exactly as a user would type it (they are printed). RUN/run-state.json
-// records every finished step; `ppolab run --resume RUN` skips those,
-// removes what an interrupted step may have left half-way, and continues.
-// A finished run (RUN/results.json) is never overwritten.
+// records every finished step; `ppolab run --resume RUN` skips those and
+// continues after *any* interruption (kill -9 included): a step whose last
+// output exists finished before the interruption and is recorded; any other
+// step is run again, and the step itself continues from its newest
+// checkpoint (training/checkpoints.h) and replaces what the interrupted
+// attempt left unfinished. A finished run (RUN/results.json) is never
+// overwritten.
 #include <chrono>
 #include <cstdio>
 
 #include "cli/command.h"
 #include "cli/stage_options.h"
+#include "evaluation/evaluate.h"
+#include "training/checkpoints.h"
+#include "training/pretrain.h"
 #include "training/run_layout.h"
 #include "training/study_config.h"
 #include "util/error.h"
@@ -21,7 +28,8 @@ namespace {
 struct Step {
     std::string name;                   // unique key in run-state.json
     std::vector<std::string> argv;      // command and its own arguments
-    std::vector<fs::path> outputs;      // what a half-done attempt may leave behind
+    fs::path finished;                  // written last by the step: it exists once the step is done
+    std::vector<fs::path> checkpoints;  // the step's checkpoints, removed if it finished but was not recorded
     bool optional_command = false;      // skipped when this build has no such command
 };
 
@@ -32,25 +40,24 @@ std::vector<Step> study_steps(const RunLayout& run, const json& config, const st
     };
     const std::string R = run.root.string();
     std::vector<Step> steps;
-    steps.push_back({"prepare", with({"prepare", "--run", R}), {}});
-    if (config_bool(config, "pretrain.enabled")) steps.push_back({"pretrain", with({"pretrain", "--run", R}), {}});
+    steps.push_back({"prepare", with({"prepare", "--run", R}), run.corpus() / "manifest.json", {}});
+    if (config_bool(config, "pretrain.enabled"))
+        steps.push_back({"pretrain", with({"pretrain", "--run", R}), run.base() / "pretrain.json",
+                         {pretrain_checkpoint_path(run.base())}});
     for (const std::string stage : {"sft", "reward", "ppo"}) {
         for (const std::string mode : {"interrupt", "continuous", "resume"}) {
-            std::vector<fs::path> out = {run.state(stage, mode), run.report(stage, mode)};
-            if (stage == "ppo") {
-                out.push_back(run.stage(stage) / (mode + ".metrics.jsonl"));
-                out.push_back(run.stage(stage) / "rollouts" / mode);
-            }
-            if (mode == "continuous") out.push_back(run.final_dir(stage));
-            steps.push_back({stage + "-" + mode, with({stage, "--run", R, "--mode", mode}), out});
+            const fs::path ck = checkpoint_path(run.stage(stage), mode);
+            std::vector<fs::path> cks = {ck};
+            if (stage == "ppo") cks.push_back(ck.parent_path() / (mode + ".report-extras.json"));
+            steps.push_back({stage + "-" + mode, with({stage, "--run", R, "--mode", mode}), run.report(stage, mode), cks});
         }
-        steps.push_back({"resume-check-" + stage, {"resume-check", stage, "--run", R}, {run.resume_check(stage)}});
+        steps.push_back({"resume-check-" + stage, {"resume-check", stage, "--run", R}, run.resume_check(stage), {}});
         if (stage == "reward")
-            steps.push_back({"reward-test", with({"reward-test", "--run", R}), {run.stage("reward") / "reward-test.json"}});
+            steps.push_back({"reward-test", with({"reward-test", "--run", R}), run.stage("reward") / "reward-test.json", {}});
     }
-    steps.push_back({"evaluate", with({"evaluate", "--run", R}), {run.eval()}, true});
-    steps.push_back({"exercise", with({"exercise", "--run", R}), {run.root / "exercise.json"}, true});
-    steps.push_back({"report", with({"report", "--run", R}), {run.report_html()}, true});
+    steps.push_back({"evaluate", with({"evaluate", "--run", R}), metrics_path(run, EvalSet::held_out), {}, true});
+    steps.push_back({"exercise", with({"exercise", "--run", R}), run.root / "exercise.json", {}, true});
+    steps.push_back({"report", with({"report", "--run", R}), run.report_html(), {}, true});
     return steps;
 }
 
@@ -80,7 +87,7 @@ json gather_results(const RunLayout& run, const json& config, const json& state)
                               "mean_correct_politeness_delta", "contexts"})
             if (ex.contains(k)) r["exercise"][k] = ex[k];
     json seconds = json::object();
-    for (const auto& [name, s] : state["steps"].items()) seconds[name] = s["seconds"];
+    for (const auto& [name, s] : state["steps"].items()) seconds[name] = s["seconds"];  // null: finished before a kill
     r["seconds"] = seconds;
     return r;
 }
@@ -95,7 +102,8 @@ void print_summary(const json& r) {
     if (r.contains("actor")) std::printf("actor metrics   %s\n", r["actor"].dump().substr(0, 2000).c_str());
     if (r.contains("exercise")) std::printf("exercise        %s\n", r["exercise"].dump().c_str());
     double total = 0;
-    for (const auto& [k, v] : r["seconds"].items()) total += v.get<double>();
+    for (const auto& [k, v] : r["seconds"].items())
+        if (v.is_number()) total += v.get<double>();
     std::printf("total           %.1f s\n%s\n", total, r["scope"].get<std::string>().c_str());
 }
 
@@ -150,15 +158,18 @@ int run_study(const Args& args) {
         }
         std::vector<std::string> argv(step.argv.begin() + 1, step.argv.end());
         if (cmd != "prepare" && cmd != "pretrain" && cmd != "resume-check") argv.insert(argv.end(), model_arg.begin(), model_arg.end());
-        // A step that was interrupted may have left outputs: they are not
-        // finished artefacts (the step is not recorded), so remove them.
-        for (const fs::path& p : step.outputs)
-            if (fs::exists(p)) {
-                std::printf("-- removing unfinished output %s\n", p.c_str());
-                fs::remove_all(p);
-            }
         std::string line = "ppolab " + cmd;
         for (const auto& a : argv) line += " " + a;
+        // Interrupted after the step's last output but before it was recorded:
+        // the step is done (a checkpoint it had no time to remove goes now).
+        if (resuming && fs::exists(step.finished)) {
+            std::printf("-- %s finished before the interruption (%s exists); recorded\n", step.name.c_str(),
+                        step.finished.c_str());
+            for (const fs::path& ck : step.checkpoints) remove_checkpoint(ck);
+            state["steps"][step.name] = {{"command", line}, {"seconds", nullptr}};
+            write_json_atomic(state_path, state, Overwrite::replace);
+            continue;
+        }
         std::printf("\n>> %s\n", line.c_str());
         std::fflush(stdout);
         const auto t0 = std::chrono::steady_clock::now();

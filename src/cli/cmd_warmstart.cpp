@@ -84,8 +84,21 @@ static Command reward_test_cmd(
     });
 
 static Command resume_check_cmd(
-    "resume-check", "resume-check sft|reward|ppo --run DIR   bitwise comparison of continuous and resumed states", {},
+    "resume-check",
+    "resume-check sft|reward|ppo --run DIR   bitwise comparison of continuous and resumed states\n"
+    "                            | resume-check --states A.state.gz B.state.gz   the same for any two state files",
+    {"states"},
     [](const Args& args) {
+        if (args.has("states")) {
+            args.allow_only({"states"});
+            if (args.positional().size() != 2) fail("resume-check --states needs two state files, got ", args.positional().size());
+            json r = compare_state_files(args.positional()[0], args.positional()[1]);
+            std::printf("resume-check --states: %s\n  %s %s\n  %s %s\n%s", r["status"].get<std::string>().c_str(),
+                        r["first_sha256"].get<std::string>().c_str(), r["first_file"].get<std::string>().c_str(),
+                        r["second_sha256"].get<std::string>().c_str(), r["second_file"].get<std::string>().c_str(),
+                        r["status"] == "PASS" ? "" : ("  first difference: " + r["first_difference"].get<std::string>() + "\n").c_str());
+            return r["status"] == "PASS" ? 0 : 1;
+        }
         args.allow_only({"run"});
         if (args.positional().size() != 1) fail("resume-check needs one stage: sft, reward or ppo");
         const std::string stage = args.positional()[0];

@@ -5,7 +5,9 @@
 #include <cstdio>
 
 #include "model/generate.h"
+#include "training/checkpoints.h"
 #include "training/roles.h"
+#include "training/study_config.h"
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/sha256.h"
@@ -98,9 +100,13 @@ std::vector<EvalRow> evaluation_prompts(const GuardedReader& reader, const fs::p
     return rows;
 }
 
+fs::path generations_checkpoint_path(const RunLayout& run, EvalSet set, const std::string& policy) {
+    return run.eval() / "checkpoints" / (prefix(set) + policy + "-generations.json");
+}
+
 json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     const fs::path out = generations_path(s.run, set, policy);
-    if (fs::exists(out)) fail("refusing to overwrite ", out.string());
+    const fs::path checkpoint = generations_checkpoint_path(s.run, set, policy);
     const auto started = Clock::now();
     std::vector<EvalRow> rows = evaluation_prompts(s.reader(), s.run.corpus(), set);
 
@@ -126,12 +132,82 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     gen.greedy = true;
     Philox unused_rng(0, 0);  // greedy decoding draws nothing
 
+    json identity = s.identity();
+    identity["stage"] = "evaluate-generate";
+    identity["population"] = eval_set_name(set);
+    identity["policy"] = policy;
+    identity["policy_learned_identity"] = actor_identity;
+    identity["reference"] = reference ? json("sft") : json(nullptr);
+    identity["reference_learned_identity"] = reference_identity;
+    identity["judge_learned_identity"] = judge_identity;
+    const Manifest manifest = load_manifest(s.reader(), s.run.corpus());
+    json data = json::object();
+    for (const char* f : set == EvalSet::validation
+                             ? std::vector<const char*>{"learn/validation_pairs.jsonl"}
+                             : std::vector<const char*>{"eval/test_prompts.jsonl", "eval/probe_prompts.jsonl"})
+        data[f] = manifest.files.at(f).sha256;
+    identity["data"] = data;
+    identity["generation"] = {{"greedy", true},
+                              {"max_new_tokens", gen.max_new_tokens},
+                              {"eos_id", gen.eos_id},
+                              {"pad_id", gen.pad_id},
+                              {"rows_per_forward", 1}};
+    json roots = json::array();
+    for (const fs::path& r : s.reader().roots()) roots.push_back(r.string());
+    identity["readable_roots"] = roots;
+
+    // A policy whose generations a killed evaluation already finished is kept
+    // (same identity), never regenerated; a different one is refused.
+    if (fs::exists(out)) {
+        json done = parse_json(s.reader().read(out), out.string());
+        const std::string d = json_first_difference(json_field(done, "identity", out.string()), identity, "identity");
+        if (!d.empty())
+            fail("refusing to overwrite ", out.string(), ": it was written by a different evaluation (", d,
+                 "); remove it to regenerate");
+        std::fprintf(stderr, "evaluate %s: %s is complete (same identity), kept\n", policy.c_str(), out.c_str());
+        remove_checkpoint(checkpoint);
+        return done;
+    }
+
+    // Crash safety: the rows generated so far, every `checkpoint.every_rows`
+    // rows. Greedy, one row per forward: a row does not depend on the others,
+    // so a restarted evaluation gives the same rows.
+    const int64_t every = config_int(s.config, "checkpoint.every_rows");
+    size_t first_row = 0;
+    if (std::optional<json> ck = [&]() -> std::optional<json> {
+            remove_atomic_temporaries(checkpoint.parent_path());
+            if (!fs::exists(checkpoint)) return std::nullopt;
+            return parse_json(read_file(checkpoint), checkpoint.string());
+        }()) {
+        const std::string where = checkpoint.string();
+        const std::string d = json_first_difference(json_field(*ck, "identity", where), identity, "identity");
+        if (!d.empty())
+            fail(where, ": this checkpoint belongs to a different evaluation (", d,
+                 "); remove it to start this policy over");
+        const json& done = json_field(*ck, "rows_detail", where);
+        if (!done.is_array() || done.size() > rows.size()) fail(where, ": field 'rows_detail' does not fit the ", rows.size(), " prompts");
+        for (size_t i = 0; i < done.size(); ++i) {
+            EvalRow r = eval_row_from_json(done[i], where);
+            if (r.id != rows[i].id || r.prompt != rows[i].prompt)
+                fail(where, ": row ", i, " is ", r.id, "; the corpus has ", rows[i].id);
+            rows[i] = std::move(r);
+        }
+        first_row = done.size();
+        std::fprintf(stderr, "evaluate %s: continuing from checkpoint %s (%zu of %zu rows generated)\n", policy.c_str(),
+                     where.c_str(), first_row, rows.size());
+    }
+    auto save_rows = [&](size_t n) {
+        json done = json::array();
+        for (size_t i = 0; i < n; ++i) done.push_back(json::parse(eval_row_to_json(rows[i]).dump()));
+        write_json_atomic(checkpoint, json{{"identity", identity}, {"rows_detail", done}}, Overwrite::replace);
+    };
+
     // 1. generation, one row per forward: no padding, so the repeated probe
     //    rows are independent computations that must agree bit for bit.
     const auto t_gen = Clock::now();
     {
-        Progress bar("evaluate " + policy + " generate", static_cast<int64_t>(rows.size()));
-        for (size_t i = 0; i < rows.size(); ++i) {
+        Progress bar("evaluate " + policy + " generate", static_cast<int64_t>(rows.size() - first_row));
+        for (size_t i = first_row; i < rows.size(); ++i) {
             EvalRow& r = rows[i];
             std::vector<int32_t> prompt = s.encode_prompt(r.prompt);
             if (static_cast<int64_t>(prompt.size()) > s.limits.max_prompt)
@@ -146,7 +222,8 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
             std::optional<std::string> strict = s.tokenizer().decode_strict(body);
             r.decodable = strict.has_value();
             r.text = strict ? *strict : s.tokenizer().decode(body);
-            bar.update(static_cast<int64_t>(i + 1));
+            if (checkpoint_due(every, static_cast<int64_t>(i + 1)) && i + 1 < rows.size()) save_rows(i + 1);
+            bar.update(static_cast<int64_t>(i + 1 - first_row));
         }
         bar.finish();
     }
@@ -189,29 +266,6 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     if (judge && judge->learned_identity() != judge_identity) fail("evaluate: the judge changed while scoring");
     if (base_frozen_identity(s.base) != s.base_identity) fail("evaluate: the frozen base changed");
 
-    json identity = s.identity();
-    identity["stage"] = "evaluate-generate";
-    identity["population"] = eval_set_name(set);
-    identity["policy"] = policy;
-    identity["policy_learned_identity"] = actor_identity;
-    identity["reference"] = reference ? json("sft") : json(nullptr);
-    identity["reference_learned_identity"] = reference_identity;
-    identity["judge_learned_identity"] = judge_identity;
-    const Manifest manifest = load_manifest(s.reader(), s.run.corpus());
-    json data = json::object();
-    for (const char* f : set == EvalSet::validation
-                             ? std::vector<const char*>{"learn/validation_pairs.jsonl"}
-                             : std::vector<const char*>{"eval/test_prompts.jsonl", "eval/probe_prompts.jsonl"})
-        data[f] = manifest.files.at(f).sha256;
-    identity["data"] = data;
-    identity["generation"] = {{"greedy", true},
-                              {"max_new_tokens", gen.max_new_tokens},
-                              {"eos_id", gen.eos_id},
-                              {"pad_id", gen.pad_id},
-                              {"rows_per_forward", 1}};
-    json roots = json::array();
-    for (const fs::path& r : s.reader().roots()) roots.push_back(r.string());
-    identity["readable_roots"] = roots;
 
     json jrows = json::array();
     for (const EvalRow& r : rows) jrows.push_back(json::parse(eval_row_to_json(r).dump()));
@@ -230,6 +284,7 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
                 {"rows_detail", jrows}};
     fs::create_directories(out.parent_path());
     write_json_atomic(out, result);
+    remove_checkpoint(checkpoint);
     return result;
 }
 
@@ -281,7 +336,8 @@ json evaluate_score(const Study& s, EvalSet set) {
                     {"metrics", json::parse(m.dump())},
                     {"rows", rows.size()},
                     {"rows_detail", jrows}};
-        write_json_atomic(scored_path(s.run, set, policy), scored);
+        // Rewritten by a rerun of an evaluation killed before its metrics (derived data).
+        write_json_atomic(scored_path(s.run, set, policy), scored, Overwrite::replace);
         metrics_out[policy] = json::parse(m.dump());
     }
     identity["generations_sha256"] = generations_sha;

@@ -44,7 +44,14 @@ std::optional<fs::path> policy_dir(const RunLayout& run, const std::string& poli
 fs::path generations_path(const RunLayout& run, EvalSet set, const std::string& policy);
 fs::path scored_path(const RunLayout& run, EvalSet set, const std::string& policy);
 fs::path metrics_path(const RunLayout& run, EvalSet set);
-// Every file `evaluate` writes for `set` (refused if any exists).
+// Crash safety: the rows generated so far for one policy, every
+// `checkpoint.every_rows` rows (RUN/eval/checkpoints/…-generations.json),
+// removed once the policy's generations file is written.
+fs::path generations_checkpoint_path(const RunLayout& run, EvalSet set, const std::string& policy);
+// Every file `evaluate` writes for `set`. metrics_path is written last: while
+// it is absent the evaluation is unfinished and a rerun continues it (a
+// policy's complete generations file with the same identity is kept, its
+// checkpoint resumed, scored files rewritten).
 std::vector<fs::path> evaluation_outputs(const RunLayout& run, EvalSet set);
 
 // The prompts to generate on, without labels, through the reader: test rows
@@ -52,7 +59,8 @@ std::vector<fs::path> evaluation_outputs(const RunLayout& run, EvalSet set);
 std::vector<EvalRow> evaluation_prompts(const GuardedReader& reader, const fs::path& corpus_dir, EvalSet set);
 
 // Step 1 for one policy on a study opened with evaluation_generation_scope:
-// writes generations_path and returns its content.
+// writes generations_path and returns its content (an existing one with the
+// same identity is kept and returned; a different one is refused).
 json evaluate_generate(const Study& study, EvalSet set, const std::string& policy);
 // Step 2 on a study opened with StageScope::all: scores every policy's
 // generations, writes the scored files and the metrics; returns the metrics.

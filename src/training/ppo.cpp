@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <set>
 #include <span>
 
@@ -10,6 +11,7 @@
 #include "model/generate.h"
 #include "model/scoring.h"
 #include "training/adamw.h"
+#include "training/checkpoints.h"
 #include "training/feedback_stage.h"
 #include "training/identity.h"
 #include "training/ppo_math.h"
@@ -63,8 +65,15 @@ json run_ppo(const Study& s, StageMode mode) {
     const fs::path state_path = run.state("ppo", mode_name), report_path = run.report("ppo", mode_name);
     const fs::path metrics_path = run.stage("ppo") / (mode_name + ".metrics.jsonl");
     const fs::path rollout_dir = run.stage("ppo") / "rollouts" / mode_name;
-    for (const fs::path& p : {state_path, report_path, metrics_path})
-        if (fs::exists(p)) fail("refusing to overwrite ", p.string(), " (a finished stage output)");
+    const fs::path checkpoint = checkpoint_path(run.stage("ppo"), mode_name);
+    // Durations of the iterations before the newest checkpoint (never in the state).
+    const fs::path checkpoint_extras = checkpoint.parent_path() / (mode_name + ".report-extras.json");
+    // The report is written last: without it, what an earlier attempt wrote is
+    // unfinished. Rollout files are per iteration and rewritten, so kept.
+    if (fs::exists(report_path)) fail("refusing to overwrite ", report_path.string(), " (a finished stage output)");
+    std::vector<fs::path> unfinished = {state_path, metrics_path};
+    if (mode == StageMode::continuous) unfinished.push_back(run.final_dir("ppo"));
+    remove_unfinished_outputs(unfinished, report_path, "ppo " + mode_name);
 
     // Four roles (SPEC §2): actor and critic from SFT, reference an independent
     // frozen SFT copy, the judge frozen. The BF16 base is shared read-only.
@@ -140,9 +149,7 @@ json run_ppo(const Study& s, StageMode mode) {
     std::vector<int64_t> order;
     int64_t cursor = 0, iteration = 0, updates = 0;
     json history = json::array(), consumed = json::array();
-    if (mode == StageMode::resume) {
-        const fs::path from = run.state("ppo", "interrupt");
-        ResumeState st = load_resume_state(from, &identity);
+    auto restore = [&](const ResumeState& st, const fs::path& from) {
         restore_params(st.learned.at("actor"), actor_params, from.string());
         restore_params(st.learned.at("critic"), critic_params, from.string());
         actor_opt.load_state(st.optimizers.at("actor"), from.string());
@@ -159,20 +166,83 @@ json run_ppo(const Study& s, StageMode mode) {
             fail(from.string(), ": a PPO checkpoint must hold no pending rollout");
         if (st.schedulers.at("actor").next_step != updates || st.schedulers.at("critic").next_step != updates)
             fail(from.string(), ": scheduler positions differ from the update count");
+    };
+    // The state at an iteration boundary (SPEC §6): the same at the end and in checkpoints.
+    auto exact_state = [&] {
+        ResumeState st;
+        st.identity = identity;
+        st.learned["actor"] = capture_params(actor_params);
+        st.learned["critic"] = capture_params(critic_params);
+        st.learned["reference"] = capture_params(reference.parameters());
+        st.learned["reward"] = capture_params(judge.parameters());
+        st.optimizers["actor"] = actor_opt.state();
+        st.optimizers["critic"] = critic_opt.state();
+        st.schedulers["actor"] = SchedulerState{actor_schedule, updates};
+        st.schedulers["critic"] = SchedulerState{critic_schedule, updates};
+        st.rngs["sampler"] = sampler;
+        st.rngs["generation"] = generation;
+        st.extra = {{"order", order},         {"cursor", cursor},   {"iteration", iteration},
+                    {"updates", updates},     {"history", history}, {"consumed_rollout_ids", consumed},
+                    {"pending_rollouts", json::array()}};
+        return st;
+    };
+    // Beside the exact state: this mode's first iteration, per-iteration
+    // seconds (metrics.jsonl) and the re-score probe of the report.
+    int64_t first_iteration = 0;
+    json iteration_seconds = json::array();  // {"iteration", "seconds": {phase: s}} of this mode's iterations
+    json rescore_probe = json();  // per-token sampling vs teacher-forced log-probs before the first update
+    json restarted = nullptr;
+    if (std::optional<ResumeState> st = load_checkpoint(checkpoint, identity, "ppo " + mode_name)) {
+        restore(*st, checkpoint);
+        restarted = {{"file", checkpoint.string()}, {"iteration", iteration}};
+        if (fs::exists(checkpoint_extras)) {
+            const json extras = read_json_file(checkpoint_extras);
+            first_iteration = json_int(extras, "first_iteration", checkpoint_extras.string());
+            rescore_probe = json_field(extras, "sampling_vs_teacher_forced_probe", checkpoint_extras.string());
+            for (const json& t : json_field(extras, "iteration_seconds", checkpoint_extras.string()))
+                if (json_int(t, "iteration", checkpoint_extras.string()) <= iteration) iteration_seconds.push_back(t);
+        } else {
+            // Lost (or never written): the durations before the checkpoint are unknown (null).
+            first_iteration = mode == StageMode::resume
+                                  ? json_int(load_resume_state(run.state("ppo", "interrupt")).extra, "iteration",
+                                             run.state("ppo", "interrupt").string())
+                                  : 0;
+        }
+        const int stale = remove_atomic_temporaries(rollout_dir);
+        std::fprintf(stderr, "ppo %s: continuing from checkpoint %s (iteration %lld done%s)\n", mode_name.c_str(),
+                     checkpoint.c_str(), static_cast<long long>(iteration),
+                     stale ? ", unfinished rollout writes removed" : "");
+    } else if (mode == StageMode::resume) {
+        const fs::path from = run.state("ppo", "interrupt");
+        restore(load_resume_state(from, &identity), from);
+        first_iteration = iteration;
     }
     const int64_t stop = mode == StageMode::interrupt ? config_int(c, "ppo.interrupt_iteration") : iterations;
+    const int64_t every = config_int(c, "checkpoint.every_iterations");
+    int64_t checkpoints_written = 0;
+    double checkpoint_seconds = 0;
+    auto save_checkpoint = [&] {
+        const auto t0 = Clock::now();
+        write_json_atomic(checkpoint_extras,
+                          json{{"first_iteration", first_iteration},
+                               {"iteration_seconds", iteration_seconds},
+                               {"sampling_vs_teacher_forced_probe", rescore_probe},
+                               {"note", "durations and the re-score probe of the iterations before the checkpoint "
+                                        "(never part of the exact state)"}},
+                          Overwrite::replace);
+        write_checkpoint(checkpoint, exact_state(), "ppo iteration " + std::to_string(iteration));
+        checkpoint_seconds += since(t0);
+        ++checkpoints_written;
+    };
     std::set<std::string> seen;
     for (const json& id : consumed) seen.insert(id.get<std::string>());
 
-    std::string metrics_text;
-    json rescore_probe = json();  // per-token sampling vs teacher-forced log-probs before the first update
-    json phase_totals = {{"generation", 0.0}, {"reference", 0.0}, {"judge", 0.0}, {"critic_values", 0.0},
-                         {"actor_optimisation", 0.0}, {"critic_optimisation", 0.0}, {"iteration", 0.0}};
     Progress bar("ppo " + mode_name, stop - iteration);
     const auto started = Clock::now();
     int64_t done_here = 0;
     while (iteration < stop) {
         const auto t_iter = Clock::now();
+        const std::string where = "ppo iteration " + std::to_string(iteration + 1);
         // 1. rollout: the next prompts, sampled by the current actor
         std::vector<const PromptRow*> chosen;
         std::vector<std::vector<int32_t>> batch_prompts;
@@ -200,6 +270,9 @@ json run_ppo(const Study& s, StageMode mode) {
             r.row = ScoringRow{batch_prompts[k], gens[k].tokens};
             r.finish = gens[k].finish_reason;
             r.old_logp = gens[k].logprobs;  // the sampling forward's: never replaced
+            if (k == 0 && !r.old_logp.empty() && test_nonfinite_here("ppo", "logprob", iteration + 1))
+                r.old_logp[0] = std::numeric_limits<float>::quiet_NaN();
+            check_finite(r.old_logp, where + " rollout " + r.id, "sampling log-prob (old_logp)");
             rows.push_back(r.row);
         }
         ScoringBatch batch = s.batch(rows);
@@ -209,14 +282,26 @@ json run_ppo(const Study& s, StageMode mode) {
         // 2. score: reference log-probs, critic values, the judge
         t = Clock::now();
         reference_scorer.response_logprobs(batch, per_pos.data(), false);
-        for (int64_t b = 0; b < B; ++b) rollouts[static_cast<size_t>(b)].ref_logp = response_slice(batch, per_pos.data(), b);
+        for (int64_t b = 0; b < B; ++b) {
+            Rollout& r = rollouts[static_cast<size_t>(b)];
+            r.ref_logp = response_slice(batch, per_pos.data(), b);
+            check_finite(r.ref_logp, where + " rollout " + r.id, "reference log-prob");
+        }
         const double t_reference = since(t);
         t = Clock::now();
         critic_scorer.critic_values(batch, *critic.head, per_pos.data(), false);
-        for (int64_t b = 0; b < B; ++b) rollouts[static_cast<size_t>(b)].values = response_slice(batch, per_pos.data(), b);
+        for (int64_t b = 0; b < B; ++b) {
+            Rollout& r = rollouts[static_cast<size_t>(b)];
+            r.values = response_slice(batch, per_pos.data(), b);
+            if (b == 0 && !r.values.empty() && test_nonfinite_here("ppo", "value", iteration + 1))
+                r.values[0] = std::numeric_limits<float>::quiet_NaN();
+            check_finite(r.values, where + " rollout " + r.id, "critic value");
+        }
         const double t_critic_values = since(t);
         t = Clock::now();
         judge_scorer.reward_scores(batch, *judge.head, scores.data(), false);
+        if (test_nonfinite_here("ppo", "score", iteration + 1)) scores[0] = std::numeric_limits<float>::quiet_NaN();
+        check_finite(scores, where, "judge score");
         const double t_judge = since(t);
 
         // 3.–4. per-token rewards, advantages and returns (detached)
@@ -231,6 +316,11 @@ json run_ppo(const Study& s, StageMode mode) {
             Advantages a = ppo_gae(r.rewards, r.values, gamma, lambda);
             r.advantages = a.advantages;
             r.returns = a.returns;
+            if (b == 0 && !r.advantages.empty() && test_nonfinite_here("ppo", "advantage", iteration + 1))
+                r.advantages[0] = std::numeric_limits<double>::quiet_NaN();
+            check_finite(r.rewards, where + " rollout " + r.id, "per-token reward");
+            check_finite(r.advantages, where + " rollout " + r.id, "advantage");
+            check_finite(r.returns, where + " rollout " + r.id, "return");
             double kl = 0;
             for (size_t i = 0; i < r.old_logp.size(); ++i) kl += r.old_logp[i] - r.ref_logp[i];
             mean_kl += kl;
@@ -257,10 +347,12 @@ json run_ppo(const Study& s, StageMode mode) {
         double sum_clipfrac = 0, sum_approxkl = 0, sum_policy_loss = 0, sum_value_loss = 0;
         for (int64_t u = 0; u < updates_per_iteration; ++u) {
             const double lr_actor = actor_schedule.at(updates), lr_critic = critic_schedule.at(updates);
+            const std::string uwhere = where + " update " + std::to_string(u + 1);
             t = Clock::now();
             actor.zero_grad();
             std::vector<float> logp_now(static_cast<size_t>(B * batch.T)), dlogp(logp_now.size(), 0.f);
             actor_scorer.response_logprobs(batch, logp_now.data(), true);
+            check_finite(logp_now, uwhere, "actor log-prob");
             double policy_loss = 0, clipfrac = 0, approxkl = 0, max_rescore_diff = 0;
             for (int64_t b = 0; b < B; ++b) {
                 Rollout& r = rollouts[static_cast<size_t>(b)];
@@ -278,8 +370,11 @@ json run_ppo(const Study& s, StageMode mode) {
                 for (int64_t tt = 0; tt < batch.T; ++tt)
                     if (batch.response_mask[b * batch.T + tt]) dlogp[b * batch.T + tt] = static_cast<float>(al.dlogp[i++] / dB);
             }
+            check_finite(policy_loss, uwhere, "policy loss");
             actor_scorer.response_logprobs_backward(batch, dlogp.data());
-            const double actor_norm = clip_grad_norm(actor_params, clip_norm, "actor");
+            if (test_nonfinite_here("ppo", "gradient", iteration + 1))
+                actor_params.front().grad[0] = std::numeric_limits<float>::quiet_NaN();
+            const double actor_norm = clip_grad_norm(actor_params, clip_norm, uwhere + " actor");
             actor_opt.step(lr_actor);
             t_actor += since(t);
 
@@ -287,6 +382,7 @@ json run_ppo(const Study& s, StageMode mode) {
             critic.zero_grad();
             std::vector<float> v_now(static_cast<size_t>(B * batch.T)), dv(v_now.size(), 0.f);
             critic_scorer.critic_values(batch, *critic.head, v_now.data(), true);
+            check_finite(v_now, uwhere, "critic value");
             double value_loss = 0;
             for (int64_t b = 0; b < B; ++b) {
                 Rollout& r = rollouts[static_cast<size_t>(b)];
@@ -296,13 +392,11 @@ json run_ppo(const Study& s, StageMode mode) {
                 for (int64_t tt = 0; tt < batch.T; ++tt)
                     if (batch.response_mask[b * batch.T + tt]) dv[b * batch.T + tt] = static_cast<float>(cl.dvalues[i++] / dB);
             }
+            check_finite(value_loss, uwhere, "value loss");
             critic_scorer.critic_values_backward(batch, *critic.head, dv.data());
-            const double critic_norm = clip_grad_norm(critic_params, clip_norm, "critic");
+            const double critic_norm = clip_grad_norm(critic_params, clip_norm, uwhere + " critic");
             critic_opt.step(lr_critic);
             t_critic += since(t);
-            if (!std::isfinite(policy_loss) || !std::isfinite(value_loss))
-                fail("ppo iteration ", iteration + 1, " update ", u + 1, ": non-finite loss (policy ", policy_loss,
-                     ", value ", value_loss, ")");
             ++updates;
             sum_clipfrac += clipfrac;
             sum_approxkl += approxkl;
@@ -345,12 +439,9 @@ json run_ppo(const Study& s, StageMode mode) {
                        return ids;
                    }()}};
         history.push_back(m);
-        json timed = m;
-        timed["seconds"] = {{"generation", t_generation}, {"reference", t_reference}, {"judge", t_judge},
-                            {"critic_values", t_critic_values}, {"actor_optimisation", t_actor},
-                            {"critic_optimisation", t_critic}, {"iteration", since(t_iter)}};
-        for (auto& [k, v] : timed["seconds"].items()) phase_totals[k] = phase_totals[k].get<double>() + v.get<double>();
-        metrics_text += timed.dump() + "\n";
+        json phase_seconds = {{"generation", t_generation}, {"reference", t_reference}, {"judge", t_judge},
+                              {"critic_values", t_critic_values}, {"actor_optimisation", t_actor},
+                              {"critic_optimisation", t_critic}};
         json saved = json::array();
         for (const Rollout& r : rollouts) {
             json table = json::array();
@@ -380,6 +471,9 @@ json run_ppo(const Study& s, StageMode mode) {
         char name[64];
         std::snprintf(name, sizeof name, "iteration-%03lld.json", static_cast<long long>(iteration));
         write_json_atomic(rollout_dir / name, json{{"iteration", iteration}, {"rollouts", saved}}, Overwrite::replace);
+        phase_seconds["iteration"] = since(t_iter);
+        iteration_seconds.push_back({{"iteration", iteration}, {"seconds", phase_seconds}});
+        if (checkpoint_due(every, iteration) && iteration < stop) save_checkpoint();
         bar.update(done_here, "score " + std::to_string(mean_score) + " kl " + std::to_string(mean_kl));
     }
     bar.finish();
@@ -395,22 +489,22 @@ json run_ppo(const Study& s, StageMode mode) {
     if (done_here > 0 && critic.learned_identity() == identity["critic_initial_identity"])
         fail("ppo: the critic did not learn");
 
-    ResumeState st;
-    st.identity = identity;
-    st.learned["actor"] = capture_params(actor_params);
-    st.learned["critic"] = capture_params(critic_params);
-    st.learned["reference"] = capture_params(reference.parameters());
-    st.learned["reward"] = capture_params(judge.parameters());
-    st.optimizers["actor"] = actor_opt.state();
-    st.optimizers["critic"] = critic_opt.state();
-    st.schedulers["actor"] = SchedulerState{actor_schedule, updates};
-    st.schedulers["critic"] = SchedulerState{critic_schedule, updates};
-    st.rngs["sampler"] = sampler;
-    st.rngs["generation"] = generation;
-    st.extra = {{"order", order},         {"cursor", cursor},   {"iteration", iteration},
-                {"updates", updates},     {"history", history}, {"consumed_rollout_ids", consumed},
-                {"pending_rollouts", json::array()}};
-    StateFileInfo info = save_resume_state(state_path, st);
+    // metrics.jsonl: this mode's iterations, each its history entry plus its
+    // seconds (null for an iteration whose durations were lost with a checkpoint's extras).
+    std::map<int64_t, json> seconds_of;
+    for (const json& t : iteration_seconds) seconds_of[t["iteration"].get<int64_t>()] = t["seconds"];
+    json phase_totals = {{"generation", 0.0}, {"reference", 0.0}, {"judge", 0.0}, {"critic_values", 0.0},
+                         {"actor_optimisation", 0.0}, {"critic_optimisation", 0.0}, {"iteration", 0.0}};
+    std::string metrics_text;
+    for (int64_t i = first_iteration + 1; i <= iteration; ++i) {
+        json line = history[static_cast<size_t>(i - 1)];
+        auto it = seconds_of.find(i);
+        line["seconds"] = it == seconds_of.end() ? json() : it->second;
+        if (it != seconds_of.end())
+            for (auto& [k, v] : it->second.items()) phase_totals[k] = phase_totals[k].get<double>() + v.get<double>();
+        metrics_text += line.dump() + "\n";
+    }
+    StateFileInfo info = save_resume_state(state_path, exact_state());
     write_file_atomic(metrics_path, metrics_text);
 
     json report{{"stage", "ppo"},
@@ -434,13 +528,19 @@ json run_ppo(const Study& s, StageMode mode) {
                 {"seconds", seconds},
                 {"seconds_per_phase", phase_totals},
                 {"peak_rss_bytes", peak_rss_bytes()},
-                {"state_file", info.to_json()}};
+                {"state_file", info.to_json()},
+                {"checkpoints", {{"every_iterations", every},
+                                 {"written_this_run", checkpoints_written},
+                                 {"seconds_this_run", checkpoint_seconds},
+                                 {"restarted_from", restarted}}}};
     if (mode == StageMode::continuous) {
         save_role(run.final_dir("ppo") / "actor", actor, identity, s);
         save_role(run.final_dir("ppo") / "critic", critic, identity, s);
         report["final_dir"] = run.final_dir("ppo").string();
     }
     write_json_atomic(report_path, report);
+    remove_checkpoint(checkpoint_extras);
+    remove_checkpoint(checkpoint);
     return report;
 }
 

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <unistd.h>
 
@@ -17,7 +19,9 @@
 #include "model/init.h"
 #include "tokenizer/bpe_train.h"
 #include "tokenizer/chat.h"
+#include "training/checkpoints.h"
 #include "training/schedule.h"
+#include "training/study.h"
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/sha256.h"
@@ -259,7 +263,7 @@ int64_t PackedBatch::target_tokens() const { return std::count(target.begin(), t
 
 PackedBatcher::PackedBatcher(const std::vector<PretrainExample>& examples, int64_t B, int64_t T, int32_t pad_id,
                              Philox rng)
-    : examples_(examples), B_(B), T_(T), pad_id_(pad_id), rng_(rng) {
+    : examples_(examples), B_(B), T_(T), pad_id_(pad_id), rng_(rng), epoch_rng_(rng) {
     if (examples.empty()) fail("pretraining: no documents to train on");
     for (size_t i = 0; i < examples.size(); ++i)
         if (static_cast<int64_t>(examples[i].tokens.size()) > T)
@@ -267,7 +271,31 @@ PackedBatcher::PackedBatcher(const std::vector<PretrainExample>& examples, int64
                  " (documents are packed whole, never cut)");
 }
 
+PackedBatcher::Position PackedBatcher::position() const {
+    return Position{epoch_, static_cast<int64_t>(cursor_), epoch_rng_};
+}
+
+void PackedBatcher::restore(const Position& p, std::string_view where) {
+    if (p.epoch < -1) fail(where, ": batcher epoch must be >= -1, got ", p.epoch);
+    if (p.epoch == -1) {
+        if (p.cursor != 0) fail(where, ": batcher cursor must be 0 before the first epoch, got ", p.cursor);
+        rng_ = p.epoch_rng;
+        epoch_rng_ = p.epoch_rng;
+        epoch_ = -1;
+        cursor_ = 0;
+        rows_.clear();
+        return;
+    }
+    epoch_ = p.epoch - 1;
+    rng_ = p.epoch_rng;
+    pack_epoch();
+    if (p.cursor < 0 || p.cursor > static_cast<int64_t>(rows_.size()))
+        fail(where, ": batcher cursor ", p.cursor, " is outside the ", rows_.size(), " rows of epoch ", p.epoch);
+    cursor_ = static_cast<size_t>(p.cursor);
+}
+
 void PackedBatcher::pack_epoch() {
+    epoch_rng_ = rng_;
     ++epoch_;
     rows_.clear();
     cursor_ = 0;
@@ -471,13 +499,34 @@ static std::string rate(double x) {
     return buf;
 }
 
+fs::path pretrain_checkpoint_path(const fs::path& out_in) {
+    const fs::path out = out_in.has_filename() ? out_in : out_in.parent_path();
+    return out.parent_path() / (out.filename().string() + ".checkpoints") / "pretrain.state.gz";
+}
+
 PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<PretrainDocument>& docs,
                             const std::vector<CheckPrompt>& check, const fs::path& out_in,
-                            const ordered_json& provenance, const Qwen2Config* shape) {
+                            const ordered_json& provenance, const Qwen2Config* shape,
+                            const PretrainCheckpoints& checkpoints) {
     const auto t_start = std::chrono::steady_clock::now();
     const fs::path out = out_in.has_filename() ? out_in : out_in.parent_path();
     if (fs::exists(out)) fail("pretrain: refusing to overwrite existing folder '", out.string(), "'");
     if (docs.empty()) fail("pretrain: the base corpus is empty");
+    if (checkpoints.every < 0) fail("pretrain: checkpoint.every_updates must be >= 0, got ", checkpoints.every);
+    const fs::path checkpoint = checkpoints.path.empty() ? pretrain_checkpoint_path(out) : checkpoints.path;
+    // Staging folders of attempts killed before their rename are never finished.
+    {
+        const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+        const std::string stem = "." + out.filename().string() + ".pretrain";
+        std::error_code ec;
+        if (fs::is_directory(parent, ec))
+            for (const fs::directory_entry& e : fs::directory_iterator(parent))
+                if (e.is_directory() && e.path().filename().string().rfind(stem, 0) == 0) {
+                    std::fprintf(stderr, "pretrain: removing %s (left by an attempt that stopped before finishing)\n",
+                                 e.path().c_str());
+                    fs::remove_all(e.path(), ec);
+                }
+    }
 
     // 2. tokenizer
     const std::vector<std::string> specials = {std::string(kEndOfText), std::string(kImStart), std::string(kImEnd)};
@@ -524,27 +573,94 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
     PackedBatcher batcher(examples, config.batch_rows, config.sequence_length, special_id(tok, kEndOfText),
                           Philox(config.seed, /*stream=*/1));
     LmLoss lm(model);
-    ordered_json loss_curve = ordered_json::array(), norm_curve = ordered_json::array();
-    int64_t tokens_seen = 0, targets_seen = 0;
+    json loss_curve = json::array(), norm_curve = json::array();
+    int64_t tokens_seen = 0, targets_seen = 0, step = 0;
     double final_loss = 0;
+
+    // Checkpoints: the exact training state (no durations), same identity or refused.
+    json identity = {{"stage", "pretrain"},
+                     {"config", json::parse(config.to_json().dump())},
+                     {"documents_sha256", documents_sha256(docs)},
+                     {"tokenizer_sha256", tok.sha256()},
+                     {"model_config", json::parse(mc.to_json().dump())},
+                     {"provenance", json::parse(provenance.dump())},
+                     {"code_sha256", running_binary_sha256()}};
+    auto exact_state = [&] {
+        ResumeState st;
+        st.identity = identity;
+        st.learned["model"] = capture_params(params);
+        st.optimizers["adamw"] = opt.state();
+        st.schedulers["lr"] = SchedulerState{sched, step};
+        const PackedBatcher::Position at = batcher.position();
+        st.rngs["batcher_epoch"] = at.epoch_rng;
+        st.extra = {{"step", step},
+                    {"batcher_epoch", at.epoch},
+                    {"batcher_cursor", at.cursor},
+                    {"tokens_seen", tokens_seen},
+                    {"target_tokens_seen", targets_seen},
+                    {"final_loss", final_loss},
+                    {"loss_curve", loss_curve},
+                    {"grad_norm_curve", norm_curve}};
+        return st;
+    };
+    ordered_json restarted = nullptr;
+    if (std::optional<ResumeState> st = load_checkpoint(checkpoint, identity, "pretrain")) {
+        const std::string from = checkpoint.string();
+        restore_params(st->learned.at("model"), params, from);
+        opt.load_state(st->optimizers.at("adamw"), from);
+        step = json_int(st->extra, "step", from);
+        if (st->schedulers.at("lr").next_step != step || !(st->schedulers.at("lr").schedule == sched) || step > updates)
+            fail(from, ": scheduler position differs from the step count");
+        batcher.restore({json_int(st->extra, "batcher_epoch", from), json_int(st->extra, "batcher_cursor", from),
+                         st->rngs.at("batcher_epoch")},
+                        from);
+        tokens_seen = json_int(st->extra, "tokens_seen", from);
+        targets_seen = json_int(st->extra, "target_tokens_seen", from);
+        final_loss = json_number(st->extra, "final_loss", from);
+        loss_curve = json_field(st->extra, "loss_curve", from);
+        norm_curve = json_field(st->extra, "grad_norm_curve", from);
+        if (static_cast<int64_t>(loss_curve.size()) != step || static_cast<int64_t>(norm_curve.size()) != step)
+            fail(from, ": the loss and norm curves do not have ", step, " entries");
+        restarted = {{"file", from}, {"step", step}};
+        std::fprintf(stderr, "pretrain: continuing from checkpoint %s (step %lld of %lld)\n", from.c_str(),
+                     static_cast<long long>(step), static_cast<long long>(updates));
+    }
+    int64_t checkpoints_written = 0;
+    double checkpoint_seconds = 0;
+    auto save_training_checkpoint = [&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        write_checkpoint(checkpoint, exact_state(), "pretrain step " + std::to_string(step));
+        checkpoint_seconds += seconds_since(t0);
+        ++checkpoints_written;
+    };
+    const int64_t first_step = step;
+    const int64_t tokens_before = tokens_seen;
     const auto t_train = std::chrono::steady_clock::now();
     {
-        Progress bar("pretrain", updates);
-        for (int64_t step = 0; step < updates; ++step) {
+        Progress bar("pretrain", updates - first_step);
+        for (; step < updates;) {
+            const std::string where = "pretrain step " + std::to_string(step + 1);
             const PackedBatch batch = batcher.next();
             zero_grads(params);
-            const double loss = lm.forward_backward(batch, true);
-            const double norm = clip_grad_norm(params, config.clip, "pretrain gradients");
+            double loss = lm.forward_backward(batch, true);
+            if (test_nonfinite_here("pretrain", "loss", step + 1)) loss = std::numeric_limits<double>::quiet_NaN();
+            check_finite(loss, where, "loss");
+            if (test_nonfinite_here("pretrain", "gradient", step + 1))
+                params.front().grad[0] = std::numeric_limits<float>::quiet_NaN();
+            const double norm = clip_grad_norm(params, config.clip, where + " gradients");
             opt.step(sched.at(step));
+            ++step;
             tokens_seen += batch.real_tokens();
             targets_seen += batch.target_tokens();
             loss_curve.push_back(loss);
             norm_curve.push_back(norm);
             final_loss = loss;
+            // Every N updates, and after the last (the check and the folder come next).
+            if (checkpoint_due(checkpoints.every, step) || (checkpoints.every > 0 && step == updates)) save_training_checkpoint();
             char status[96];
             std::snprintf(status, sizeof status, "loss %.4f  %.0f tok/s", loss,
-                          static_cast<double>(tokens_seen) / std::max(1e-9, seconds_since(t_train)));
-            bar.update(step + 1, status);
+                          static_cast<double>(tokens_seen - tokens_before) / std::max(1e-9, seconds_since(t_train)));
+            bar.update(step - first_step, status);
         }
         bar.finish();
     }
@@ -603,7 +719,7 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
 
         PretrainReport rep;
         rep.train_seconds = train_seconds;
-        rep.tokens_per_second = static_cast<double>(tokens_seen) / std::max(1e-9, train_seconds);
+        rep.tokens_per_second = static_cast<double>(tokens_seen - tokens_before) / std::max(1e-9, train_seconds);
         rep.final_loss = final_loss;
         ordered_json& j = rep.json;
         j["stage"] = "pretrain";
@@ -642,8 +758,15 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
         tr["seconds"] = train_seconds;
         tr["tokens_per_second"] = rep.tokens_per_second;
         tr["final_loss"] = final_loss;
-        tr["loss_curve"] = loss_curve;
-        tr["grad_norm_curve"] = norm_curve;
+        tr["loss_curve"] = ordered_json::parse(loss_curve.dump());
+        tr["grad_norm_curve"] = ordered_json::parse(norm_curve.dump());
+        ordered_json cp;
+        cp["every_updates"] = checkpoints.every;
+        cp["file"] = checkpoint.string();
+        cp["written_this_run"] = checkpoints_written;
+        cp["seconds_this_run"] = checkpoint_seconds;
+        cp["restarted_from"] = restarted;
+        tr["checkpoints"] = cp;
         j["training"] = tr;
         j["check"] = check_json;
         rep.seconds = seconds_since(t_start);
@@ -651,6 +774,7 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
         write_json_atomic(hf / "pretrain.json", j);
         fs::rename(hf, out);  // out did not exist (checked above); a sibling, so the same filesystem
         fs::remove_all(staging);
+        remove_checkpoint(checkpoint);
         return rep;
     } catch (...) {
         std::error_code ec;

@@ -134,12 +134,26 @@ public:
     int64_t epoch() const { return epoch_; }
     int64_t rows_per_epoch() const { return static_cast<int64_t>(rows_.size()); }
 
+    // Where the next batch comes from (checkpoints): the epoch, the next row
+    // of it, and the RNG as it was before that epoch was packed (packing is
+    // a pure function of it, so the rows need not be stored).
+    struct Position {
+        int64_t epoch = -1;  // -1: nothing drawn yet
+        int64_t cursor = 0;
+        Philox epoch_rng{0, 0};
+    };
+    Position position() const;
+    // Continues exactly from `p` (re-packs that epoch); Error naming `where`
+    // when it does not fit this corpus.
+    void restore(const Position& p, std::string_view where);
+
 private:
     void pack_epoch();
     const std::vector<PretrainExample>& examples_;
     int64_t B_, T_;
     int32_t pad_id_;
     Philox rng_;
+    Philox epoch_rng_;  // rng_ before the current epoch was packed
     int64_t epoch_ = -1;
     size_t cursor_ = 0;
     std::vector<std::vector<int64_t>> rows_;  // example indices per packed row
@@ -194,12 +208,25 @@ struct PretrainReport {
     double seconds = 0, train_seconds = 0, tokens_per_second = 0, final_loss = 0;
 };
 
+// Crash-safe checkpoints of pretraining (training/checkpoints.h): every
+// `every` updates and after the last one, the FP32 master weights, AdamW
+// moments and step, schedule position, batcher position and the curves, to
+// `path` (by default <out>.checkpoints/pretrain.state.gz beside the folder).
+// A run that finds one with the same identity (config, documents,
+// tokenizer, model config, binary) continues from it; it is removed once
+// the folder is written.
+struct PretrainCheckpoints {
+    fs::path path;       // empty: pretrain_checkpoint_path(out)
+    int64_t every = 0;   // 0: no periodic checkpoint (an existing one is still used)
+};
+fs::path pretrain_checkpoint_path(const fs::path& out);
+
 // Steps 2–7 above for given documents: refuses an existing `out`, writes
 // into a temporary sibling and renames it at the end. `check` may be empty.
 // `shape` replaces model_shape(config.shape) (tests train a smaller model).
 PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<PretrainDocument>& docs,
                             const std::vector<CheckPrompt>& check, const fs::path& out,
                             const ordered_json& provenance = ordered_json::object(),
-                            const Qwen2Config* shape = nullptr);
+                            const Qwen2Config* shape = nullptr, const PretrainCheckpoints& checkpoints = {});
 
 }  // namespace ppolab

@@ -5,10 +5,13 @@
 //   RUN/base/                  pretrain (tiny preset): a Hugging Face folder
 //                              (config.json, model.safetensors, tokenizer.json,
 //                              generation_config.json) + pretrain.json
+//   RUN/base.checkpoints/      pretrain.state.gz while pretraining runs (crash safety)
 //   RUN/sft/ RUN/reward/ RUN/ppo/
 //       <mode>.state.gz        resume state after --mode interrupt|continuous|resume
 //       <mode>.json            stage report of that mode (identity, history, seconds…)
-//       checkpoints/           periodic resume checkpoints (crash safety)
+//       checkpoints/           <mode>.state.gz: periodic resume checkpoints while
+//                              the stage runs (PPO also <mode>.report-extras.json);
+//                              removed once <mode>.json is written (checkpoints.h)
 //       final/                 learned state of the resumed run (safetensors + peft/)
 //       resume-check.json      PASS/FAIL with both sha256
 //   RUN/reward/reward-test.json   judge accuracy on the test pairs
@@ -18,6 +21,7 @@
 //   RUN/ppo/rollouts/          every rollout with its per-token table
 //   RUN/ppo/metrics.jsonl      per-iteration metrics (TRL names)
 //   RUN/eval/                  evaluate: generations and rubric verdicts
+//                              (checkpoints/: rows generated so far, while it runs)
 //   RUN/exercise.json, RUN/report.html, RUN/results.json
 #pragma once
 #include <filesystem>

@@ -183,11 +183,21 @@ void validate_study_config(const json& c) {
              config_number(c, "feedback.train_fraction") + config_number(c, "feedback.validation_fraction"));
     for (const char* key : {"feedback.min_train_labels", "feedback.min_validation_labels", "feedback.min_test_labels"})
         check_min_int(c, key, 1);
+    for (const char* k : {"checkpoint.every_updates", "checkpoint.pretrain_every_updates", "checkpoint.every_iterations",
+                          "checkpoint.every_rows"})
+        check_min_int(c, k, 0);
     if (auto m = config_optional_int(c, "max_updates"); m && *m < 1)
         fail("config: 'max_updates' must be null or >= 1, got ", *m);
 }
 
-std::string config_sha256(const json& config) { return sha256_hex(config.dump()); }
+std::string config_sha256(const json& config) {
+    // How often checkpoints are written changes no number of the study: a
+    // run may be resumed with another frequency.
+    if (!config.is_object() || !config.contains("checkpoint")) return sha256_hex(config.dump());
+    json numbers = config;
+    numbers.erase("checkpoint");
+    return sha256_hex(numbers.dump());
+}
 
 json config_identity(const json& config) {
     return json{{"preset", config_string(config, "preset")},

@@ -40,8 +40,9 @@ void validate_study_config(const json& config);
 json effective_config(std::string_view preset, const std::vector<fs::path>& config_files,
                       const std::vector<std::string>& sets);
 
-// sha256 of the compact dump (keys sorted): two configs with the same values
-// have the same hash.
+// sha256 of the compact dump (keys sorted) without the "checkpoint" object
+// (how often checkpoints are written changes no number): two configs with
+// the same values have the same hash.
 std::string config_sha256(const json& config);
 // The block every output's identity carries: preset, revisions, config hash.
 json config_identity(const json& config);

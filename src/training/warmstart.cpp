@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 
 #include "data/corpus.h"
 #include "model/scoring.h"
 #include "training/adamw.h"
+#include "training/checkpoints.h"
 #include "training/losses.h"
 #include "training/roles.h"
 #include "training/schedule.h"
@@ -78,7 +81,9 @@ struct Trainer {
 
     // SFT: summed token loss of a group / its active tokens; reward: mean
     // Bradley–Terry loss over the pairs. Gradients accumulate into the role.
-    double loss_and_grad(const std::vector<const Example*>& group, double& denominator, json& trace) {
+    // `where` names the stage and update in non-finite errors.
+    double loss_and_grad(const std::vector<const Example*>& group, double& denominator, json& trace,
+                         const std::string& where, int64_t update) {
         if (branch == WarmstartBranch::sft) {
             std::vector<ScoringRow> rows;
             denominator = 0;
@@ -89,7 +94,9 @@ struct Trainer {
             ScoringBatch b = study.batch(rows);
             std::vector<float> logp(static_cast<size_t>(b.B * b.T)), dlogp(logp.size());
             scorer.response_logprobs(b, logp.data(), true);
+            if (test_nonfinite_here("sft", "loss", update)) logp[0] = std::numeric_limits<float>::quiet_NaN();
             double loss = sft_token_loss(logp.data(), b.response_mask.data(), b.B * b.T, denominator, dlogp.data());
+            check_finite(loss, where, "loss (token cross-entropy)");
             scorer.response_logprobs_backward(b, dlogp.data());
             for (size_t i = 0; i < group.size(); ++i) {
                 double sum = 0;
@@ -109,6 +116,8 @@ struct Trainer {
         ScoringBatch b = study.batch(rows);
         std::vector<float> scores(static_cast<size_t>(2 * n)), dscores(scores.size());
         scorer.reward_scores(b, *role.head, scores.data(), true);
+        if (test_nonfinite_here("reward", "score", update)) scores[0] = std::numeric_limits<float>::quiet_NaN();
+        check_finite(scores, where, "judge score");
         double loss = bradley_terry_loss(scores.data(), scores.data() + n, n, dscores.data(), dscores.data() + n);
         scorer.reward_scores_backward(b, *role.head, dscores.data());
         for (int64_t i = 0; i < n; ++i)
@@ -202,12 +211,15 @@ json run_warmstart(const Study& s, WarmstartBranch branch, StageMode mode, const
     const std::string name = branch_name(branch);
     const std::string cfg = name + ".";
     const json& c = s.config;
-    const fs::path state_path = s.run.state(name, stage_mode_name(mode));
-    const fs::path report_path = s.run.report(name, stage_mode_name(mode));
-    for (const fs::path& p : {state_path, report_path})
-        if (fs::exists(p)) fail("refusing to overwrite ", p.string(), " (a finished stage output)");
-    if (mode == StageMode::continuous && fs::exists(s.run.final_dir(name)))
-        fail("refusing to overwrite ", s.run.final_dir(name).string());
+    const std::string mode_name = stage_mode_name(mode);
+    const fs::path state_path = s.run.state(name, mode_name);
+    const fs::path report_path = s.run.report(name, mode_name);
+    const fs::path checkpoint = checkpoint_path(s.run.stage(name), mode_name);
+    // The report is written last: without it, what an earlier attempt wrote is unfinished.
+    if (fs::exists(report_path)) fail("refusing to overwrite ", report_path.string(), " (a finished stage output)");
+    std::vector<fs::path> unfinished = {state_path};
+    if (mode == StageMode::continuous) unfinished.push_back(s.run.final_dir(name));
+    remove_unfinished_outputs(unfinished, report_path, name + " " + mode_name);
 
     // 1. data: only learn/ (the guarded reader refuses anything else)
     const fs::path corpus = s.run.corpus();
@@ -256,30 +268,81 @@ json run_warmstart(const Study& s, WarmstartBranch branch, StageMode mode, const
 
     int64_t epoch = 0, updates = 0;
     json history = json::array(), validation_history = json::array();
-    if (mode == StageMode::resume) {
-        const fs::path from = s.run.state(name, "interrupt");
-        ResumeState st = load_resume_state(from, &identity);
-        restore_params(st.learned.at(name), params, from.string());
-        optimizer.load_state(st.optimizers.at("adamw"), from.string());
+    // The current epoch's permutation and the next position in it; empty:
+    // the next epoch draws its permutation (mid-epoch checkpoints keep it).
+    std::vector<int64_t> order;
+    int64_t position = 0;
+    auto restore = [&](const ResumeState& st, const fs::path& from_path) {
+        const std::string from = from_path.string();
+        restore_params(st.learned.at(name), params, from);
+        optimizer.load_state(st.optimizers.at("adamw"), from);
         sampler = st.rngs.at("sampler");
-        epoch = json_int(st.extra, "epoch", from.string());
-        updates = json_int(st.extra, "updates", from.string());
-        history = json_field(st.extra, "history", from.string());
-        validation_history = json_field(st.extra, "validation_history", from.string());
+        epoch = json_int(st.extra, "epoch", from);
+        updates = json_int(st.extra, "updates", from);
+        history = json_field(st.extra, "history", from);
+        validation_history = json_field(st.extra, "validation_history", from);
         if (st.schedulers.at("lr").next_step != updates || !(st.schedulers.at("lr").schedule == schedule))
-            fail(from.string(), ": scheduler position differs from the update count");
+            fail(from, ": scheduler position differs from the update count");
+        if (st.extra.contains("epoch_order")) {
+            order = json_field(st.extra, "epoch_order", from).get<std::vector<int64_t>>();
+            position = json_int(st.extra, "epoch_position", from);
+            if (static_cast<int64_t>(order.size()) != n || position < 0 || position > n)
+                fail(from, ": epoch_order/epoch_position do not fit the ", n, " examples of this stage");
+        }
+    };
+    // The exact state (no durations in it): at the end, at an epoch boundary
+    // (`at_epoch` = epochs finished) or mid-epoch (with the permutation).
+    auto exact_state = [&](int64_t at_epoch, bool mid_epoch) {
+        ResumeState st;
+        st.identity = identity;
+        st.learned[name] = capture_params(params);
+        st.optimizers["adamw"] = optimizer.state();
+        st.schedulers["lr"] = SchedulerState{schedule, updates};
+        st.rngs["sampler"] = sampler;
+        st.extra = {{"epoch", at_epoch},
+                    {"updates", updates},
+                    {"history", history},
+                    {"validation_history", validation_history}};
+        if (mid_epoch) {
+            st.extra["epoch_order"] = order;
+            st.extra["epoch_position"] = position;
+        }
+        return st;
+    };
+    json restarted = nullptr;
+    if (std::optional<ResumeState> st = load_checkpoint(checkpoint, identity, name + " " + mode_name)) {
+        restore(*st, checkpoint);
+        restarted = {{"file", checkpoint.string()}, {"updates", updates}, {"epoch", epoch}, {"mid_epoch", !order.empty()}};
+        std::fprintf(stderr, "%s %s: continuing from checkpoint %s (update %lld, epoch %lld%s)\n", name.c_str(),
+                     mode_name.c_str(), checkpoint.c_str(), static_cast<long long>(updates),
+                     static_cast<long long>(epoch + 1), order.empty() ? " start" : ", mid-epoch");
+    } else if (mode == StageMode::resume) {
+        const fs::path from = s.run.state(name, "interrupt");
+        restore(load_resume_state(from, &identity), from);
     }
     const int64_t stop_epoch = mode == StageMode::interrupt ? config_int(c, cfg + "interrupt_epoch") : epochs;
     const std::optional<int64_t> max_updates = config_optional_int(c, "max_updates");
+    const int64_t every = config_int(c, "checkpoint.every_updates");
+    int64_t checkpoints_written = 0;
+    double checkpoint_seconds = 0;
+    auto save_checkpoint = [&](int64_t at_epoch, bool mid_epoch) {
+        const auto t0 = std::chrono::steady_clock::now();
+        write_checkpoint(checkpoint, exact_state(at_epoch, mid_epoch), name + " update " + std::to_string(updates));
+        checkpoint_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++checkpoints_written;
+    };
 
     // 3. the updates
-    Progress bar(name + " " + stage_mode_name(mode), (stop_epoch - epoch) * updates_per_epoch);
+    Progress bar(name + " " + mode_name, std::max<int64_t>(0, stop_epoch * updates_per_epoch - updates));
     const auto started = std::chrono::steady_clock::now();
     bool capped = false;
     int64_t done_here = 0;
     for (; epoch < stop_epoch && !capped; ++epoch) {
-        const std::vector<int64_t> order = sampler.permutation(n);
-        for (int64_t start = 0; start < n; start += per_update) {
+        if (order.empty()) {
+            order = sampler.permutation(n);
+            position = 0;
+        }
+        for (int64_t start = position; start < n; start += per_update) {
             if (max_updates && updates >= *max_updates) {
                 capped = true;
                 break;
@@ -291,9 +354,12 @@ json run_warmstart(const Study& s, WarmstartBranch branch, StageMode mode, const
             const double lr = schedule.at(updates);
             double denominator = 0;
             json trace = json::array();
-            const double loss = trainer.loss_and_grad(group, denominator, trace);
-            if (!std::isfinite(loss)) fail(name, " update ", updates + 1, ": loss is not finite (", loss, ")");
-            const double norm = clip_grad_norm(params, config_number(c, cfg + "clip"), name);
+            const std::string where = name + " update " + std::to_string(updates + 1);
+            const double loss = trainer.loss_and_grad(group, denominator, trace, where, updates + 1);
+            check_finite(loss, where, "loss");
+            if (test_nonfinite_here(name, "gradient", updates + 1))
+                params.front().grad[0] = std::numeric_limits<float>::quiet_NaN();
+            const double norm = clip_grad_norm(params, config_number(c, cfg + "clip"), where);
             optimizer.step(lr);
             ++updates;
             ++done_here;
@@ -306,12 +372,18 @@ json run_warmstart(const Study& s, WarmstartBranch branch, StageMode mode, const
                                {"unclipped_gradient_norm", norm},
                                {"rows", trace}});
             bar.update(done_here, "loss " + std::to_string(loss));
+            position = start + per_update;
+            // Mid-epoch checkpoint (the epoch's last update waits for its validation).
+            if (checkpoint_due(every, updates) && position < n) save_checkpoint(epoch, true);
         }
         json v = trainer.validate(validation);
         v["epoch"] = epoch + 1;
         v["complete_epoch"] = !capped;
         validation_history.push_back(v);
         if (capped) break;
+        order.clear();
+        position = 0;
+        if (every > 0) save_checkpoint(epoch + 1, false);
     }
     bar.finish();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -320,17 +392,7 @@ json run_warmstart(const Study& s, WarmstartBranch branch, StageMode mode, const
     if (updates > 0 && final_identity == initial_identity) fail(name, ": the learned parameters did not change");
 
     // 4. the exact state (no durations in it) and the report
-    ResumeState st;
-    st.identity = identity;
-    st.learned[name] = capture_params(params);
-    st.optimizers["adamw"] = optimizer.state();
-    st.schedulers["lr"] = SchedulerState{schedule, updates};
-    st.rngs["sampler"] = sampler;
-    st.extra = {{"epoch", epoch},
-                {"updates", updates},
-                {"history", history},
-                {"validation_history", validation_history}};
-    StateFileInfo info = save_resume_state(state_path, st);
+    StateFileInfo info = save_resume_state(state_path, exact_state(epoch, false));
 
     json report{{"stage", name},
                 {"mode", stage_mode_name(mode)},
@@ -354,28 +416,45 @@ json run_warmstart(const Study& s, WarmstartBranch branch, StageMode mode, const
                 {"seconds", seconds},
                 {"seconds_per_update", done_here ? seconds / static_cast<double>(done_here) : 0.0},
                 {"peak_rss_bytes", peak_rss_bytes()},
-                {"state_file", info.to_json()}};
+                {"state_file", info.to_json()},
+                {"checkpoints", {{"every_updates", every},
+                                 {"written_this_run", checkpoints_written},
+                                 {"seconds_this_run", checkpoint_seconds},
+                                 {"restarted_from", restarted}}}};
     if (mode == StageMode::continuous) {
         save_role(s.run.final_dir(name), trainer.role, identity, s);
         report["final_dir"] = s.run.final_dir(name).string();
     }
     write_json_atomic(report_path, report);
+    remove_checkpoint(checkpoint);
     return report;
 }
 
-json resume_check(const RunLayout& run, const std::string& stage) {
-    const fs::path a = run.state(stage, "continuous"), b = run.state(stage, "resume");
-    ResumeState continuous = load_resume_state(a);
-    ResumeState resumed = load_resume_state(b);
-    const std::string diff = states_first_difference(continuous, resumed);
-    json result{{"stage", stage},
-                {"status", diff.empty() ? "PASS" : "FAIL"},
+json compare_state_files(const fs::path& a, const fs::path& b) {
+    ResumeState first = load_resume_state(a);
+    ResumeState second = load_resume_state(b);
+    const std::string diff = states_first_difference(first, second);
+    return json{{"status", diff.empty() ? "PASS" : "FAIL"},
                 {"all_state_exact", diff.empty()},
                 {"first_difference", diff},
-                {"continuous_sha256", sha256_file(a)},
-                {"resume_sha256", sha256_file(b)},
-                {"continuous_content_sha256", state_content_sha256(continuous)},
-                {"resume_content_sha256", state_content_sha256(resumed)}};
+                {"first_file", a.string()},
+                {"second_file", b.string()},
+                {"first_sha256", sha256_file(a)},
+                {"second_sha256", sha256_file(b)},
+                {"first_content_sha256", state_content_sha256(first)},
+                {"second_content_sha256", state_content_sha256(second)}};
+}
+
+json resume_check(const RunLayout& run, const std::string& stage) {
+    const json c = compare_state_files(run.state(stage, "continuous"), run.state(stage, "resume"));
+    json result{{"stage", stage},
+                {"status", c["status"]},
+                {"all_state_exact", c["all_state_exact"]},
+                {"first_difference", c["first_difference"]},
+                {"continuous_sha256", c["first_sha256"]},
+                {"resume_sha256", c["second_sha256"]},
+                {"continuous_content_sha256", c["first_content_sha256"]},
+                {"resume_content_sha256", c["second_content_sha256"]}};
     write_json_atomic(run.resume_check(stage), result, Overwrite::replace);
     return result;
 }

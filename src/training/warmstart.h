@@ -54,6 +54,13 @@ json run_warmstart(const Study& study, WarmstartBranch branch, StageMode mode, c
 // both file sha256 and content sha256}. Returns it.
 json resume_check(const RunLayout& run, const std::string& stage);
 
+// Loads two resume states and compares them bit for bit
+// (states_first_difference): {status PASS|FAIL, first_difference, both
+// files' sha256 and content sha256}. Used by `resume-check --states A B`
+// (the crash harness compares a killed-and-restarted run with an
+// uninterrupted one).
+json compare_state_files(const fs::path& a, const fs::path& b);
+
 // The frozen judge on the held-out test pairs (gold/test_pairs.jsonl):
 // accuracy, ties and every pair's scores; RUN/reward/reward-test.json.
 json reward_test(const Study& study);

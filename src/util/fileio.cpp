@@ -20,7 +20,7 @@ std::string read_file(const fs::path& path) {
     return bytes;
 }
 
-static void write_all(int fd, const char* data, size_t size, const fs::path& tmp) {
+static void write_all(int fd, const char* data, size_t size, const fs::path& path, const fs::path& tmp) {
     while (size > 0) {
         ssize_t n = ::write(fd, data, size);
         if (n < 0) {
@@ -28,8 +28,9 @@ static void write_all(int fd, const char* data, size_t size, const fs::path& tmp
             int err = errno;
             ::close(fd);
             ::unlink(tmp.c_str());
-            fail("cannot write '", tmp.string(), "': ", std::strerror(err),
-                 err == ENOSPC ? " (the disk is full; nothing already written was changed)" : "");
+            fail("cannot write '", path.string(), "' (temporary '", tmp.filename().string(), "', removed): ",
+                 std::strerror(err),
+                 err == ENOSPC ? " (the disk is full; the previous version of the file, if any, is unchanged)" : "");
         }
         data += n;
         size -= static_cast<size_t>(n);
@@ -41,6 +42,19 @@ void write_file_atomic(const fs::path& path, std::string_view bytes, Overwrite m
 }
 
 void write_file_atomic(const fs::path& path, const std::vector<std::string_view>& pieces, Overwrite mode) {
+    write_file_atomic(path, pieces, mode, {});
+}
+
+bool is_atomic_temporary(const std::string& name) {
+    const size_t at = name.rfind(".tmp");
+    if (name.size() < 2 || name[0] != '.' || at == std::string::npos || at < 2 || at + 4 == name.size()) return false;
+    for (size_t i = at + 4; i < name.size(); ++i)
+        if (name[i] < '0' || name[i] > '9') return false;
+    return true;
+}
+
+void write_file_atomic(const fs::path& path, const std::vector<std::string_view>& pieces, Overwrite mode,
+                       const std::function<void(const fs::path& temporary)>& before_publish) {
     if (mode == Overwrite::refuse && fs::exists(path))
         fail("refusing to overwrite existing file '", path.string(), "'");
     fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
@@ -50,15 +64,29 @@ void write_file_atomic(const fs::path& path, const std::vector<std::string_view>
     std::random_device rd;
     fs::path tmp = dir / ("." + path.filename().string() + ".tmp" + std::to_string(rd()));
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) fail("cannot create '", tmp.string(), "': ", std::strerror(errno));
-    for (std::string_view bytes : pieces) write_all(fd, bytes.data(), bytes.size(), tmp);
+    if (fd < 0) fail("cannot write '", path.string(), "': cannot create its temporary '", tmp.string(), "': ", std::strerror(errno));
+    for (std::string_view bytes : pieces) write_all(fd, bytes.data(), bytes.size(), path, tmp);
     if (::fsync(fd) != 0) {
         int err = errno;
         ::close(fd);
         ::unlink(tmp.c_str());
-        fail("cannot flush '", tmp.string(), "': ", std::strerror(err));
+        fail("cannot flush '", path.string(), "' (temporary '", tmp.filename().string(), "', removed): ",
+             std::strerror(err));
     }
-    ::close(fd);
+    if (::close(fd) != 0) {
+        int err = errno;
+        ::unlink(tmp.c_str());
+        fail("cannot close '", path.string(), "' (temporary '", tmp.filename().string(), "', removed): ",
+             std::strerror(err));
+    }
+    if (before_publish) {
+        try {
+            before_publish(tmp);
+        } catch (...) {
+            ::unlink(tmp.c_str());
+            throw;
+        }
+    }
     if (mode == Overwrite::refuse) {
         // link() fails if the target exists: no window where a finished file is replaced.
         if (::link(tmp.c_str(), path.c_str()) != 0) {

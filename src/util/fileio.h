@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,17 @@ void write_file_atomic(const fs::path& path, std::string_view bytes,
 // The concatenation of `pieces` as one atomic file (large files without a joined copy).
 void write_file_atomic(const fs::path& path, const std::vector<std::string_view>& pieces,
                        Overwrite mode = Overwrite::refuse);
+// The same, calling `before_publish(temporary)` once the temporary file is
+// complete and flushed, just before it takes the final name (crash tests
+// kill the process there). Errors name the final file and the temporary;
+// on any error the temporary is removed and `path` is left as it was (a
+// full disk: "No space left on device").
+void write_file_atomic(const fs::path& path, const std::vector<std::string_view>& pieces, Overwrite mode,
+                       const std::function<void(const fs::path& temporary)>& before_publish);
+// True for the name of a temporary file write_file_atomic(dir / name, …)
+// creates (".<name>.tmp<digits>"): a leftover of a killed write, never a
+// complete artefact.
+bool is_atomic_temporary(const std::string& filename);
 // Creates a new directory (and its parents); refuses one that already exists.
 void create_new_directory(const fs::path& path);
 

@@ -16,6 +16,7 @@
 #include "tokenizer/bpe_train.h"
 #include "tokenizer/chat.h"
 #include "training/pretrain.h"
+#include "training/state.h"
 #include "util/error.h"
 #include "util/sha256.h"
 
@@ -440,4 +441,43 @@ TEST_F(PretrainRun, SameSeedSameBytes) {
     const json a = read_json_file(*dir_a_ / "pretrain.json"), b = read_json_file(*dir_b_ / "pretrain.json");
     EXPECT_EQ(a.at("training").at("loss_curve"), b.at("training").at("loss_curve"));
     EXPECT_EQ(a.at("check"), b.at("check"));
+}
+
+// Crash safety: a checkpointed run stopped by a non-finite gradient, then by
+// a non-finite loss, continues each time from its last checkpoint (weights,
+// moments, schedule, batcher position, curves) and ends with the bytes of the
+// uninterrupted run (dir_a_, no checkpoints).
+TEST_F(PretrainRun, StoppedByNonFiniteValuesContinuesFromCheckpointsToTheSameBytes) {
+    const fs::path root = fs::temp_directory_path() / ("ppolab_test_pretrain_ck_" + std::to_string(::getpid()));
+    fs::remove_all(root);
+    const fs::path out = root / "base";
+    const fs::path ck = pretrain_checkpoint_path(out);
+    EXPECT_EQ(ck, root / "base.checkpoints" / "pretrain.state.gz");
+    const Qwen2Config shape = micro_shape();
+    const PretrainCheckpoints every3{{}, 3};
+
+    ::setenv("PPOLAB_TEST_NONFINITE", "pretrain.gradient@8", 1);
+    std::string msg = message_of([&] { pretrain_run(micro_config(), *docs_, *check_, out, {}, &shape, every3); });
+    EXPECT_NE(msg.find("pretrain step 8 gradients: parameter '"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("has a non-finite gradient"), std::string::npos) << msg;
+    EXPECT_FALSE(fs::exists(out));
+    ASSERT_TRUE(fs::exists(ck));
+    EXPECT_EQ(json_int(load_resume_state(ck).extra, "step", "ck"), 6);
+
+    ::setenv("PPOLAB_TEST_NONFINITE", "pretrain.loss@14", 1);
+    msg = message_of([&] { pretrain_run(micro_config(), *docs_, *check_, out, {}, &shape, every3); });
+    EXPECT_EQ(msg, "pretrain step 14: loss is not finite (nan)");
+    EXPECT_EQ(json_int(load_resume_state(ck).extra, "step", "ck"), 12);
+
+    ::unsetenv("PPOLAB_TEST_NONFINITE");
+    pretrain_run(micro_config(), *docs_, *check_, out, {}, &shape, every3);
+    EXPECT_EQ(sha256_file(*dir_a_ / "model.safetensors"), sha256_file(out / "model.safetensors"));
+    const json a = read_json_file(*dir_a_ / "pretrain.json"), b = read_json_file(out / "pretrain.json");
+    EXPECT_EQ(a.at("training").at("loss_curve"), b.at("training").at("loss_curve"));
+    EXPECT_EQ(a.at("training").at("grad_norm_curve"), b.at("training").at("grad_norm_curve"));
+    EXPECT_EQ(a.at("training").at("tokens_seen"), b.at("training").at("tokens_seen"));
+    EXPECT_EQ(a.at("check"), b.at("check"));
+    EXPECT_EQ(b.at("training").at("checkpoints").at("restarted_from").at("step"), 12);
+    EXPECT_FALSE(fs::exists(ck.parent_path()));  // removed once the folder is written
+    fs::remove_all(root);
 }
