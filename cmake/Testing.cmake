@@ -9,6 +9,7 @@ function(ppolab_test name)
   cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main ppolab_flags)
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)  # support/test_support.h
   add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   if(NOT T_LABELS)
     set(T_LABELS unit)

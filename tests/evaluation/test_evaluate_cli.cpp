@@ -16,27 +16,14 @@
 
 #include "util/json.h"
 #include "util/sha256.h"
+#include "support/test_support.h"
 
+using ppolab::test::Output;
+using ppolab::test::run_shell;
 using namespace ppolab;
 
 namespace {
 
-struct Output {
-    int rc;
-    std::string out;
-};
-
-Output run_shell(const std::string& cmd) {
-    Output r{-1, ""};
-    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int status = ::pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
 
 std::string binary() {
     const char* b = std::getenv("PPOLAB_BINARY");

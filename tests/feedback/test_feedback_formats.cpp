@@ -18,7 +18,9 @@
 #include "feedback/votes.h"
 #include "util/error.h"
 #include "util/sha256.h"
+#include "support/test_support.h"
 
+using ppolab::test::error_of;
 using namespace ppolab;
 
 namespace {
@@ -48,14 +50,6 @@ json human_votes(const json& cands, const std::string& choice = "a") {
             {"votes", votes}};
 }
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
 
 #define EXPECT_ERROR(stmt, text) EXPECT_NE(error_of([&] { stmt; }).find(text), std::string::npos) << error_of([&] { stmt; })
 

@@ -19,7 +19,9 @@
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/json.h"
+#include "support/test_support.h"
 
+using ppolab::test::error_of;
 using namespace ppolab;
 
 namespace {
@@ -128,14 +130,6 @@ fs::path write_folder(const fs::path& dir, const Qwen2Config& c, const std::vect
     return dir;
 }
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
 
 // Every file under `dir` with its bytes: a snapshot to compare before/after.
 std::map<std::string, std::string> snapshot(const fs::path& dir) {

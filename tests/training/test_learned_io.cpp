@@ -14,19 +14,13 @@
 #include "util/error.h"
 #include "util/rng.h"
 #include "util/sha256.h"
+#include "support/test_support.h"
 
+using ppolab::test::error_of;
 using namespace ppolab;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
 
 std::map<std::string, std::string> snapshot(const fs::path& dir) {
     std::map<std::string, std::string> out;

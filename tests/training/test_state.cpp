@@ -16,7 +16,9 @@
 #include "util/error.h"
 #include "util/gzip.h"
 #include "util/sha256.h"
+#include "support/test_support.h"
 
+using ppolab::test::error_of;
 using namespace ppolab;
 
 namespace {
@@ -107,14 +109,6 @@ struct ToyRun {
     }
 };
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
 
 // Every file under dir with its sha256: "nothing on disk changed" is equality of two snapshots.
 std::map<std::string, std::string> snapshot(const fs::path& dir) {

@@ -7,19 +7,13 @@
 #include "oracle_util.h"
 #include "training/study_config.h"
 #include "util/error.h"
+#include "support/test_support.h"
 
+using ppolab::test::error_of;
 using namespace ppolab;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
 
 void key_paths(const json& v, const std::string& prefix, std::set<std::string>& out) {
     if (!v.is_object()) return;
