@@ -4,9 +4,10 @@
 #
 #   bench/run_benchmarks.sh [--build DIR] [--min-time S] [--reps N] [--threads T] [--freeze] [matmul] [model]
 #
-# Both sides run with OMP_WAIT_POLICY=PASSIVE (what the ppolab CLI sets for
-# itself; on a busy machine the default spin barrier is 7x slower, see
-# BENCHMARKS.md); override with WAIT_POLICY=ACTIVE in the environment.
+# Both sides run with GOMP_SPINCOUNT=10000 and OMP_WAIT_POLICY unset (what
+# the ppolab CLI sets for itself: a short spin at barriers, then sleep; see
+# BENCHMARKS.md); WAIT_POLICY=ACTIVE|PASSIVE in the environment runs both
+# sides with that OMP_WAIT_POLICY instead.
 # --threads 1 compares one core against one core and adds CPU-time ratios,
 # which stay meaningful while other jobs load the machine (2 threads are
 # the reference setting; they need a quiet machine). --freeze runs
@@ -42,7 +43,11 @@ while [[ $# -gt 0 ]]; do
 done
 [[ ${#PARTS[@]} -eq 0 ]] && PARTS=(matmul model)
 TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
-export OMP_WAIT_POLICY=${WAIT_POLICY:-PASSIVE}
+if [[ -n ${WAIT_POLICY:-} ]]; then
+  export OMP_WAIT_POLICY=$WAIT_POLICY; unset GOMP_SPINCOUNT; OMP_NOTE="OMP_WAIT_POLICY=$WAIT_POLICY"
+else
+  unset OMP_WAIT_POLICY; export GOMP_SPINCOUNT=10000; OMP_NOTE="GOMP_SPINCOUNT=10000"
+fi
 OUT=$BUILD/bench-results
 mkdir -p "$OUT"
 
@@ -61,7 +66,7 @@ else
   BLAS_NOTE="OpenMP OpenBLAS not available: PyTorch as installed"
 fi
 
-echo "== $(date -u +%FT%TZ) $(uname -n); $THREADS thread(s), OMP_WAIT_POLICY=$OMP_WAIT_POLICY; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== $(date -u +%FT%TZ) $(uname -n); $THREADS thread(s), $OMP_NOTE; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== ppolab $(git -C "$ROOT" rev-parse --short HEAD); PyTorch $("$TORCH_PY" -c 'import torch; print(torch.__version__)') ($BLAS_NOTE)"
 
 for part in "${PARTS[@]}"; do

@@ -20,13 +20,19 @@ static void print_help() {
 }
 
 int main(int argc, char** argv) {
-    // OpenMP threads that spin at barriers steal the second core from
-    // whatever else runs (measured: a tiny SFT step 8x slower next to one
-    // busy process). libgomp reads OMP_WAIT_POLICY only when it loads, so the
+    // How long an OpenMP thread spins at a barrier before it sleeps decides
+    // the speed on 2 cores. Spinning forever (OMP_WAIT_POLICY=ACTIVE, or
+    // libgomp's default of 300 000 spins) steals the second core from
+    // whatever else runs (a tiny SFT step 8x slower next to one busy
+    // process); sleeping at once (PASSIVE) pays a futex wake in each of the
+    // ~170 parallel regions of a decode step. A short spin is best in both
+    // cases (BENCHMARKS.md, 0.5B shape, 2 threads): decode 33 tok/s quiet
+    // (PASSIVE 24, ACTIVE 36) and 16.7 tok/s next to two busy processes
+    // (PASSIVE 10.7). libgomp reads its settings only when it loads, so the
     // default is set here and the program re-executes itself once; a value
-    // the user set is left alone.
-    if (!std::getenv("OMP_WAIT_POLICY")) {
-        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    // the user set (either variable) is left alone.
+    if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) {
+        setenv("GOMP_SPINCOUNT", "10000", 1);
         execv("/proc/self/exe", argv);  // returns only on failure: carry on as is
     }
     std::vector<std::string> rest(argv + 1, argv + argc);
