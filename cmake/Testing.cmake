@@ -2,6 +2,15 @@
 # scripts/test-venv.sh. Tests read it from $PPOLAB_PYTHON.
 set(PPOLAB_PYTHON "/usr/bin/python3" CACHE FILEPATH "Python for oracle tests")
 
+# Every executable of a test labelled `unit` and the ppolab binary
+# (scripts/sanitize.sh builds
+# this one target: its dependencies build in parallel, where a list of
+# --target goals would build one after another).
+if(NOT TARGET ppolab_unit_tests)
+  add_custom_target(ppolab_unit_tests)
+  add_dependencies(ppolab_unit_tests ppolab)  # some unit tests drive the CLI
+endif()
+
 # ppolab_test(NAME SOURCES a.cpp b.cpp LIBS lib1 lib2 LABELS unit|oracle|smoke)
 # Every test goes through this helper: one executable per test file group,
 # registered with CTest, run from the repository root so fixtures resolve.
@@ -16,6 +25,9 @@ function(ppolab_test name)
   endif()
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
+  endif()
+  if("unit" IN_LIST T_LABELS)
+    add_dependencies(ppolab_unit_tests ${name})
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
     ENVIRONMENT "PPOLAB_SOURCE_DIR=${CMAKE_SOURCE_DIR};PPOLAB_BINARY=$<TARGET_FILE:ppolab>;PPOLAB_PYTHON=${PPOLAB_PYTHON};OMP_WAIT_POLICY=PASSIVE")

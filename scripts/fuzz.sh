@@ -15,7 +15,7 @@ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_FLAGS="-O1 -g1" -DCMAKE
   -DPPOLAB_FUZZ=ON -DPPOLAB_TESTS=OFF -DPPOLAB_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
 TARGETS=()
 for src in fuzz/fuzz_*.cpp; do TARGETS+=("$(basename "$src" .cpp)"); done
-cmake --build build-fuzz -j"$(nproc)" --target "${TARGETS[@]}" >build-fuzz/build.log 2>&1 ||
+cmake --build build-fuzz -j"$(nproc)" --target ppolab_fuzz_targets >build-fuzz/build.log 2>&1 ||
   { tail -40 build-fuzz/build.log; exit 1; }
 mkdir -p build-fuzz/findings
 status=0
