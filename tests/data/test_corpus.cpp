@@ -10,7 +10,9 @@
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/sha256.h"
+#include "support/test_support.h"
 
+using ppolab::test::message_of;
 using namespace ppolab;
 
 namespace {
@@ -37,19 +39,10 @@ fs::path written(const std::string& name) {
     return dir;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
 GuardedReader all_reader(const fs::path& dir) { return GuardedReader("report", corpus_read_roots(dir, CorpusAccess::all)); }
 
 void expect_audit_fails(const Corpus& bad, const std::string& fragment) {
-    std::string e = error_of([&] { corpus_audit(bad); });
+    std::string e = message_of([&] { corpus_audit(bad); });
     EXPECT_NE(e.find(fragment), std::string::npos) << "expected '" << fragment << "', got '" << e << "'";
 }
 
@@ -257,7 +250,7 @@ TEST(Corpus, ExistingFolderIsRefusedAndNothingWritten) {
     fs::path dir = temp_root() / "existing";
     fs::create_directories(dir);
     write_file_atomic(dir / "keep.txt", "mine");
-    std::string e = error_of([&] { corpus_write(corpus(), dir); });
+    std::string e = message_of([&] { corpus_write(corpus(), dir); });
     EXPECT_NE(e.find("refusing to overwrite existing corpus folder"), std::string::npos) << e;
     EXPECT_EQ(read_file(dir / "keep.txt"), "mine");
     EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
@@ -284,7 +277,7 @@ TEST(Corpus, LoadersReadWhatEachStageMay) {
     EXPECT_THROW(load_pairs(learn, dir, PairSplit::test), Error);
     EXPECT_THROW(load_gold(learn, dir), Error);
     EXPECT_THROW(load_eval_prompts(learn, dir, EvalPopulation::test), Error);
-    std::string e = error_of([&] { load_gold(learn, dir); });
+    std::string e = message_of([&] { load_gold(learn, dir); });
     EXPECT_NE(e.find("leak guard: stage 'sft'"), std::string::npos) << e;
 
     GuardedReader gen("evaluate", corpus_read_roots(dir, CorpusAccess::eval));
@@ -326,7 +319,7 @@ TEST(Corpus, ChangedOrCorruptFilesAreDetected) {
         t[t.find("This may help.")] = 't';
         write_file_atomic(dir / "learn/train_pairs.jsonl", t, Overwrite::replace);
         GuardedReader learn("sft", corpus_read_roots(dir, CorpusAccess::learn));
-        std::string e = error_of([&] { load_pairs(learn, dir, PairSplit::train); });
+        std::string e = message_of([&] { load_pairs(learn, dir, PairSplit::train); });
         EXPECT_NE(e.find("train_pairs.jsonl: sha256"), std::string::npos) << e;
         EXPECT_NE(e.find("changed after prepare"), std::string::npos) << e;
         EXPECT_THROW(verify_corpus(all_reader(dir), dir), Error);
@@ -335,7 +328,7 @@ TEST(Corpus, ChangedOrCorruptFilesAreDetected) {
         fs::path dir = written("corrupt_manifest");
         std::string m = read_file(dir / "manifest.json");
         write_file_atomic(dir / "manifest.json", m.substr(0, m.size() / 2), Overwrite::replace);
-        std::string e = error_of([&] { verify_corpus(all_reader(dir), dir); });
+        std::string e = message_of([&] { verify_corpus(all_reader(dir), dir); });
         EXPECT_NE(e.find("manifest.json: not valid JSON"), std::string::npos) << e;
         GuardedReader learn("sft", corpus_read_roots(dir, CorpusAccess::learn));
         EXPECT_THROW(load_demonstrations(learn, dir), Error);
@@ -345,7 +338,7 @@ TEST(Corpus, ChangedOrCorruptFilesAreDetected) {
         json m = read_json_file(dir / "manifest.json");
         m["files"].erase("gold/labels.jsonl");
         write_json_atomic(dir / "manifest.json", m, Overwrite::replace);
-        std::string e = error_of([&] { verify_corpus(all_reader(dir), dir); });
+        std::string e = message_of([&] { verify_corpus(all_reader(dir), dir); });
         EXPECT_NE(e.find("missing field 'gold/labels.jsonl'"), std::string::npos) << e;
     }
     {
@@ -353,7 +346,7 @@ TEST(Corpus, ChangedOrCorruptFilesAreDetected) {
         json m = read_json_file(dir / "manifest.json");
         m["audit"]["pairs"] = 1201;
         write_json_atomic(dir / "manifest.json", m, Overwrite::replace);
-        std::string e = error_of([&] { verify_corpus(all_reader(dir), dir); });
+        std::string e = message_of([&] { verify_corpus(all_reader(dir), dir); });
         EXPECT_NE(e.find("the audit does not match"), std::string::npos) << e;
     }
     {
@@ -366,13 +359,13 @@ TEST(Corpus, ChangedOrCorruptFilesAreDetected) {
     {
         fs::path dir = written("extra_file");
         write_file_atomic(dir / "learn/probes.jsonl", read_file(dir / "eval/probe_prompts.jsonl"));
-        std::string e = error_of([&] { verify_corpus(all_reader(dir), dir); });
+        std::string e = message_of([&] { verify_corpus(all_reader(dir), dir); });
         EXPECT_NE(e.find("'learn/probes.jsonl' is not listed"), std::string::npos) << e;
     }
     {
         fs::path dir = written("symlink");
         fs::create_symlink(dir / "gold/labels.jsonl", dir / "learn/labels.jsonl");
-        std::string e = error_of([&] { verify_corpus(all_reader(dir), dir); });
+        std::string e = message_of([&] { verify_corpus(all_reader(dir), dir); });
         EXPECT_NE(e.find("symlink"), std::string::npos) << e;
     }
     {

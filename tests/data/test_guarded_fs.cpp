@@ -5,7 +5,9 @@
 #include "data/guarded_fs.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "support/test_support.h"
 
+using ppolab::test::message_of;
 using namespace ppolab;
 
 namespace {
@@ -27,14 +29,6 @@ struct Tree {
     ~Tree() { fs::remove_all(root); }
 };
 
-std::string error_of(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
 }  // namespace
 
 TEST(GuardedReader, ReadsInsideItsRoots) {
@@ -52,7 +46,7 @@ TEST(GuardedReader, ReadsInsideItsRoots) {
 TEST(GuardedReader, RefusesGoldAndEvalToLearningStages) {
     Tree t;
     GuardedReader sft("sft", corpus_read_roots(t.root / "corpus", CorpusAccess::learn));
-    std::string e = error_of([&] { sft.read(t.root / "corpus/gold/labels.jsonl"); });
+    std::string e = message_of([&] { sft.read(t.root / "corpus/gold/labels.jsonl"); });
     EXPECT_NE(e.find("stage 'sft'"), std::string::npos) << e;
     EXPECT_NE(e.find("gold/labels.jsonl"), std::string::npos) << e;
     EXPECT_NE(e.find("corpus/learn"), std::string::npos) << e;  // names the roots
@@ -78,7 +72,7 @@ TEST(GuardedReader, RefusesDotDotTricks) {
     // A relative path with .. from the working directory.
     fs::path cwd = fs::current_path();
     fs::current_path(t.root / "corpus/learn");
-    std::string e = error_of([&] { sft.read("../gold/labels.jsonl"); });
+    std::string e = message_of([&] { sft.read("../gold/labels.jsonl"); });
     EXPECT_EQ(sft.read("pairs.jsonl"), "pairs\n");
     fs::current_path(cwd);
     EXPECT_NE(e.find("stage 'ppo'"), std::string::npos) << e;
@@ -93,7 +87,7 @@ TEST(GuardedReader, RefusesSymlinksOutOfItsRoots) {
     fs::create_directory_symlink(t.root / "corpus/gold", t.root / "corpus/learn/g");
     fs::create_symlink("../gold/labels.jsonl", t.root / "corpus/learn/relative.jsonl");
     GuardedReader sft("reward", corpus_read_roots(t.root / "corpus", CorpusAccess::learn));
-    std::string e = error_of([&] { sft.read(t.root / "corpus/learn/labels.jsonl"); });
+    std::string e = message_of([&] { sft.read(t.root / "corpus/learn/labels.jsonl"); });
     EXPECT_NE(e.find("stage 'reward'"), std::string::npos) << e;
     EXPECT_NE(e.find("gold"), std::string::npos) << e;
     EXPECT_THROW(sft.read(t.root / "corpus/learn/g/labels.jsonl"), Error);

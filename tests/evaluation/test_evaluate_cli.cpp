@@ -24,12 +24,6 @@ using namespace ppolab;
 
 namespace {
 
-
-std::string binary() {
-    const char* b = std::getenv("PPOLAB_BINARY");
-    return b ? b : "build/bin/ppolab";
-}
-
 }  // namespace
 
 TEST(CmdEvaluate, MicroRunEndToEnd) {
@@ -38,7 +32,7 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
     fs::remove_all(root);
     fs::create_directories(root);
     const fs::path run = root / "run";
-    const std::string bin = "'" + binary() + "' ", at = " --run '" + run.string() + "'";
+    const std::string bin = "'" + ppolab::test::ppolab_binary() + "' ", at = " --run '" + run.string() + "'";
 
     auto steps = [&](const std::vector<std::string>& list) {
         for (const std::string& step : list) {

@@ -26,13 +26,9 @@ using namespace ppolab;
 
 namespace {
 
-
 std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
 
-std::string binary() {
-    const char* b = std::getenv("PPOLAB_BINARY");
-    return quoted(b ? b : "build/bin/ppolab");
-}
+std::string binary() { return quoted(fs::path(ppolab::test::ppolab_binary())); }
 
 // Micro settings: seconds, not minutes.
 const char* kMicro =

@@ -1,26 +1,38 @@
-// test_support.h — the two helpers most test suites need, in one place:
-// the message of the ppolab::Error a statement throws, and a shell
-// command's exit code with its output (stdout and stderr together).
+// test_support.h — the helpers most test suites need, in one place: the
+// message of the ppolab::Error a statement throws, the ppolab binary under
+// test, and a shell command's exit code with its output.
 #pragma once
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "util/error.h"
 
 namespace ppolab::test {
 
-// What `f` throws as ppolab::Error, or "(no error)" (a test that expects an
-// error then fails on the message it prints).
-inline std::string error_of(const std::function<void()>& f) {
+// The message of the ppolab::Error that `f` throws, if it throws one.
+inline std::optional<std::string> thrown_message(const std::function<void()>& f) {
     try {
         f();
     } catch (const Error& e) {
-        return e.what();
+        return std::string(e.what());
     }
-    return "(no error)";
+    return std::nullopt;
+}
+
+// The message, or "(no error)" (a test expecting an error then prints that).
+inline std::string error_of(const std::function<void()>& f) { return thrown_message(f).value_or("(no error)"); }
+// The message, or "" (for tests that also assert that nothing was thrown).
+inline std::string message_of(const std::function<void()>& f) { return thrown_message(f).value_or(""); }
+
+// The ppolab binary under test ($PPOLAB_BINARY, set by CTest).
+inline std::string ppolab_binary() {
+    const char* b = std::getenv("PPOLAB_BINARY");
+    return b ? b : "build/bin/ppolab";
 }
 
 struct Output {

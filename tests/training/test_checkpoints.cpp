@@ -17,19 +17,12 @@
 #include "training/study_config.h"
 #include "util/error.h"
 #include "util/sha256.h"
+#include "support/test_support.h"
 
+using ppolab::test::message_of;
 using namespace ppolab;
 
 namespace {
-
-std::string message_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 fs::path fresh_dir(const std::string& name) {
     fs::path d = fs::temp_directory_path() / ("ppolab_test_checkpoints_" + std::to_string(::getpid())) / name;

@@ -5,20 +5,14 @@
 #include "training/identity.h"
 #include "util/error.h"
 #include "util/sha256.h"
+#include "support/test_support.h"
 
+using ppolab::test::message_of;
 using namespace ppolab;
 
 namespace {
 std::string_view bytes_of(const std::vector<float>& v) {
     return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)};
-}
-std::string message_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
 }
 }  // namespace
 

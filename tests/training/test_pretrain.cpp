@@ -19,19 +19,12 @@
 #include "training/state.h"
 #include "util/error.h"
 #include "util/sha256.h"
+#include "support/test_support.h"
 
+using ppolab::test::message_of;
 using namespace ppolab;
 
 namespace {
-
-std::string message_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 // A small base-like corpus: help requests that are not corpus prompts,
 // answered in the grammar with an action unrelated to the context, plus prose.

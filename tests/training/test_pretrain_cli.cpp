@@ -20,12 +20,6 @@ using namespace ppolab;
 
 namespace {
 
-
-std::string binary() {
-    const char* b = std::getenv("PPOLAB_BINARY");
-    return b ? b : "build/bin/ppolab";
-}
-
 // Small enough for seconds: 2 updates, a 400-conversation corpus, 6 check prompts.
 const char* kSmall =
     " --set max_updates=2 --set pretrain.conversations=400 --set pretrain.prose=50"
@@ -39,7 +33,7 @@ TEST(CmdPretrain, RunFolderThenRefusals) {
     fs::remove_all(root);
     fs::create_directories(root);
     const fs::path run = root / "run";
-    const std::string bin = "'" + binary() + "'";
+    const std::string bin = "'" + ppolab::test::ppolab_binary() + "'";
 
     Output prep = run_shell(bin + " prepare --run '" + run.string() + "'");
     ASSERT_EQ(prep.rc, 0) << prep.out;
