@@ -1,13 +1,17 @@
 """Side-by-side table of ppolab vs PyTorch results (run_benchmarks.sh).
 
   compare.py matmul bench_matmul.json torch_matmul.jsonl
-  compare.py model  bench_model.jsonl torch_model.jsonl
+  compare.py model  bench_model.jsonl torch_model.jsonl [bench_peak.jsonl]
 
 Ratio = PyTorch time / ppolab time (> 1: ppolab faster), from wall time and
 from CPU time. With one thread (run_benchmarks.sh --threads 1) the CPU-time
 ratio is the meaningful one on a busy machine: it leaves out the time either
 process spent descheduled. (Google Benchmark's CPU time is the main
 thread's: with 2 threads it undercounts, so only the wall ratio counts then.)
+
+With bench_peak's output, the model table is followed by each workload
+against this machine's own measured limits: the BF16 dot-product peak for
+forward and LoRA training, the streaming read bandwidth for decode.
 """
 import json
 import sys
@@ -64,5 +68,52 @@ def model(ppolab_path, torch_path):
         print(line)
 
 
+# Work per token on the Qwen2.5-0.5B shape: 2 FLOP per weight of the 24
+# layers' seven projections (357 826 560) and of the tied 151 936 × 896 LM
+# head (136 134 656). Attention scores add ~0.5 % at 128 tokens and are left
+# out. A forward needs this once; a LoRA training step at least twice (the
+# forward and the gradient with respect to the inputs; the adapters' own
+# products are ~1 %). Decode reads every BF16 weight once per token.
+MATRIX_WEIGHTS = 24 * (2 * 896 * 896 + 2 * 128 * 896 + 3 * 4864 * 896) + 151936 * 896
+GFLOP_PER_TOKEN = 2 * MATRIX_WEIGHTS / 1e9  # 0.988
+GB_PER_TOKEN = 2 * MATRIX_WEIGHTS / 1e9  # BF16 bytes, 0.988
+TARGETS = {"forward": 600, "decode": 40, "lora": 280}  # SPEC §11, tok/s
+
+
+def against_peak(ours, peak_path):
+    peaks = load_jsonl(peak_path)
+    threads = max((e.get("threads", 1) for e in ours.values()), default=1)
+
+    def best(name):
+        vals = [p.get("gflop_s", p.get("gb_s", 0.0)) for p in peaks if p["name"] == name and p["threads"] == threads]
+        return max(vals) if vals else 0.0
+
+    bf16, read = best("bf16 vdpbf16ps"), best("stream read")
+    if not bf16 or not read:
+        print(f"(no {threads}-thread peak in {peak_path})")
+        return
+    print(f"\nthis machine, {threads} thread(s), best of {len(peaks) // 6 or 1} bench_peak runs: "
+          f"BF16 vdpbf16ps {bf16:.0f} GFLOP/s, streaming read {read:.1f} GB/s (SPEC §11 anchors: 780, ~67)")
+    head = (f"{'workload':<42}{'tok/s':>8}{'achieved':>14}{'limit tok/s':>12}{'of limit':>9}"
+            f"{'target':>8}{'target needs':>18}")
+    print(head)
+    print("-" * len(head))
+    for name, e in ours.items():
+        kind = "forward" if name.startswith("forward") else "decode" if name.startswith("decode") else "lora"
+        if kind == "decode":
+            per, unit, peak = GB_PER_TOKEN, "GB/s", read
+        else:
+            per, unit, peak = GFLOP_PER_TOKEN * (2 if kind == "lora" else 1), "GFLOP/s", bf16
+        limit = peak / per
+        need = TARGETS[kind] * per
+        print(f"{name:<42}{e['tok_s']:>8.1f}{e['tok_s'] * per:>9.1f} {unit:<4}{limit:>12.1f}{e['tok_s'] / limit:>9.0%}"
+              f"{TARGETS[kind]:>8}{need:>9.1f} {unit:<8}{need / peak:>5.0%} of peak")
+
+
 if __name__ == "__main__":
-    {"matmul": matmul, "model": model}[sys.argv[1]](sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "model":
+        model(sys.argv[2], sys.argv[3])
+        if len(sys.argv) > 4:
+            against_peak({r["name"]: r for r in load_jsonl(sys.argv[2])}, sys.argv[4])
+    else:
+        matmul(sys.argv[2], sys.argv[3])

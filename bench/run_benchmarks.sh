@@ -20,7 +20,11 @@
 # `apt-get download` + `dpkg -x` into DIR/openblas-omp, first on
 # LD_LIBRARY_PATH for the PyTorch process only) when it can be obtained.
 # The machine has 2 cores: the script prints the load average before and
-# after; numbers taken while other jobs run are not worth keeping.
+# after; numbers taken while other jobs run are not worth keeping. It also
+# runs DIR/bin/bench_peak (the machine's BF16 peak and read bandwidth, 1 and
+# T threads) before and after, and prints each model workload against the
+# limits those imply, since a virtual machine of this kind is not always as
+# fast as SPEC §11's anchors.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build
@@ -69,6 +73,14 @@ fi
 echo "== $(date -u +%FT%TZ) $(uname -n); $THREADS thread(s), $OMP_NOTE; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== ppolab $(git -C "$ROOT" rev-parse --short HEAD); PyTorch $("$TORCH_PY" -c 'import torch; print(torch.__version__)') ($BLAS_NOTE)"
 
+PEAK=$OUT/peak.jsonl
+: >"$PEAK"
+measure_peak() {
+  [[ -x $BUILD/bin/bench_peak ]] || { echo "== peak: $BUILD/bin/bench_peak not built"; return 0; }
+  OMP_NUM_THREADS=$THREADS "$BUILD/bin/bench_peak" | tee -a "$PEAK" | sed "s/^/== peak ($1): /"
+}
+measure_peak before
+
 for part in "${PARTS[@]}"; do
   if [[ $part == matmul ]]; then
     OMP_NUM_THREADS=$THREADS "$BUILD/bin/bench_matmul" --benchmark_min_time="$MIN_TIME" \
@@ -88,7 +100,8 @@ for part in "${PARTS[@]}"; do
       "${TORCH_ENV[@]}" "$TORCH_PY" "$ROOT/bench/torch_model.py" --workload $w --reps "$MODEL_REPS" \
         --threads "$THREADS" >>"$OUT/model_torch.jsonl"
     done
-    "$TORCH_PY" "$ROOT/bench/compare.py" model "$OUT/model_ppolab.jsonl" "$OUT/model_torch.jsonl"
+    measure_peak after
+    "$TORCH_PY" "$ROOT/bench/compare.py" model "$OUT/model_ppolab.jsonl" "$OUT/model_torch.jsonl" "$PEAK"
   fi
 done
 echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg); raw results in $OUT"
