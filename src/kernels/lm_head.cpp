@@ -123,7 +123,7 @@ void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float*
                           WeightView W, int64_t N) {
     // dh (N, H) overwritten; dW (V, H) accumulated or nullptr; dlogp (N); h (N, H); targets (N); W (V, H)
     lm_check(targets, W, N);
-    if (dW && W.type != WeightType::f32) fail("lm_logprobs_backward: a weight gradient needs an FP32 weight");
+    // dW is always FP32; W may be the BF16 copy of FP32 masters (mixed precision).
     const int64_t V = W.rows, H = W.cols;
     std::vector<int64_t> live;  // rows with a nonzero upstream gradient
     for (int64_t n = 0; n < N; ++n) {
@@ -151,7 +151,7 @@ void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float*
         }
         linear_backward_input(dhc, logits, W, rows);
         for (int64_t r = 0; r < rows; ++r) std::memcpy(dh + live[i0 + r] * H, dhc + r * H, sizeof(float) * H);
-        if (dW) linear_backward_weight(dW, logits, hc, rows, V, H);
+        if (dW) linear_backward_weight(dW, logits, hc, rows, V, H, W.type);
     }
 }
 

@@ -14,7 +14,8 @@ namespace ppolab {
 // h: (N, H) final hidden states; targets: (N) token ids in [0, V).
 void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, WeightView W, int64_t N);
 // dh (N, H) is overwritten with Σ_n dlogp[n] · ∂logp[n]/∂h[n]; dW (V, H), if
-// not nullptr, accumulates the weight gradient (FP32 weights only).
+// not nullptr, accumulates the FP32 weight gradient (W FP32, or the BF16
+// copy of FP32 masters in mixed precision).
 void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float* h, const int32_t* targets,
                           WeightView W, int64_t N);
 

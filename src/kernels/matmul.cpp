@@ -76,11 +76,13 @@ void linear_backward_input(float* dX, const float* dY, WeightView W, int64_t M, 
     matmul_detail::dnnl_backward_input(dX, dY, W, M, accumulate);
 }
 
-void linear_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K) {
+void linear_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K,
+                            WeightType inputs) {
     PPOLAB_ASSERT(M >= 0 && N >= 0 && K >= 0);
     if (M == 0 || N == 0 || K == 0) return;
-    if (choose(M, K, M * N * K) == MatmulPath::portable) return matmul_detail::portable_backward_weight(dW, dY, X, M, N, K);
-    matmul_detail::dnnl_backward_weight(dW, dY, X, M, N, K);
+    if (choose(M, K, M * N * K) == MatmulPath::portable)
+        return matmul_detail::portable_backward_weight(dW, dY, X, M, N, K, inputs);
+    matmul_detail::dnnl_backward_weight(dW, dY, X, M, N, K, inputs);
 }
 
 }  // namespace ppolab

@@ -28,7 +28,11 @@ struct WeightView {
 void linear_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate = false);
 // dX[M,K] = dY[M,N] · W[N,K]  (+ dX when accumulate). For a BF16 W, dY is rounded to BF16.
 void linear_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate = false);
-// dW[N,K] += dY[M,N]ᵀ · X[M,K]  (FP32 weights only: full-parameter training and adapters)
-void linear_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K);
+// dW[N,K] += dY[M,N]ᵀ · X[M,K], FP32 (full-parameter training and adapters).
+// With inputs = bf16 (mixed precision: the gradient of a BF16 copy of FP32
+// master weights) dY and X are rounded to BF16 first and the products
+// accumulate in FP32, as for a BF16 weight above.
+void linear_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K,
+                            WeightType inputs = WeightType::f32);
 
 }  // namespace ppolab

@@ -62,10 +62,13 @@ namespace matmul_detail {
 void small_m_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
 void dnnl_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
 void dnnl_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate);
-void dnnl_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K);
+void dnnl_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K,
+                          WeightType inputs);
 void portable_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
 void portable_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate);
-void portable_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K);
+// inputs = bf16: dY and X rounded to BF16 (held exactly in FP32) first.
+void portable_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K,
+                              WeightType inputs = WeightType::f32);
 }  // namespace matmul_detail
 
 }  // namespace ppolab

@@ -88,9 +88,9 @@ Entry make_entry(const Key& key) {
             e.wei = dnnl::memory::desc(dims{N, K}, low, dims{K, 1});
             e.dst = dnnl::memory::desc(dims{M, K}, dt::f32, dims{K, 1});
             break;
-        case Kind::backward_weight:  // dW(N,K) += dYᵀ(N,M) · X(M,K)
-            e.src = dnnl::memory::desc(dims{N, M}, dt::f32, dims{1, N});
-            e.wei = dnnl::memory::desc(dims{M, K}, dt::f32, dims{K, 1});
+        case Kind::backward_weight:  // dW(N,K) += dYᵀ(N,M) · X(M,K); `type`: of dY and X
+            e.src = dnnl::memory::desc(dims{N, M}, low, dims{1, N});
+            e.wei = dnnl::memory::desc(dims{M, K}, low, dims{K, 1});
             e.dst = dnnl::memory::desc(dims{N, K}, dt::f32, dims{K, 1});
             break;
     }
@@ -188,9 +188,11 @@ void execute(Entry& e, const Key& key, const void* src, const WeightView& W, flo
     thread_stream().wait();
 }
 
-// Reused buffer for activations rounded to BF16 (per thread).
-bf16* bf16_buffer(int64_t n) {
-    thread_local std::vector<bf16> buffer;
+// Reused buffers for activations rounded to BF16 (per thread; `which` 0
+// or 1 when a product needs two).
+bf16* bf16_buffer(int64_t n, int which = 0) {
+    thread_local std::vector<bf16> buffers[2];
+    std::vector<bf16>& buffer = buffers[which];
     if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(n);
     return buffer.data();
 }
@@ -229,13 +231,22 @@ void dnnl_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bo
     }
 }
 
-void dnnl_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K) {
+void dnnl_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K,
+                          WeightType inputs) {
     if (M == 0 || N == 0 || K == 0) return;
-    const Key key{Kind::backward_weight, WeightType::f32, M, N, K, true};
+    const Key key{Kind::backward_weight, inputs, M, N, K, true};
     Entry& e = entry_for(key);
-    if (!e.supported) return portable_backward_weight(dW, dY, X, M, N, K);
-    // X plays the weight here: never frozen (FP32).
-    execute(e, key, dY, WeightView{WeightType::f32, X, M, K}, dW);
+    if (!e.supported) return portable_backward_weight(dW, dY, X, M, N, K, inputs);
+    // X plays the weight here: never frozen (an activation).
+    if (inputs == WeightType::bf16) {
+        bf16* gb = bf16_buffer(M * N, 0);
+        bf16* xb = bf16_buffer(M * K, 1);
+        convert_to_bf16(gb, dY, M * N);
+        convert_to_bf16(xb, X, M * K);
+        execute(e, key, gb, WeightView{WeightType::bf16, xb, M, K}, dW);
+    } else {
+        execute(e, key, dY, WeightView{WeightType::f32, X, M, K}, dW);
+    }
 }
 
 }  // namespace matmul_detail

@@ -86,7 +86,14 @@ void portable_backward_input(float* dX, const float* dY, WeightView W, int64_t M
     }
 }
 
-void portable_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K) {
+void portable_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K,
+                              WeightType inputs) {
+    if (inputs == WeightType::bf16) {  // the rounded inputs, held exactly in FP32
+        std::vector<float> dYr(dY, dY + M * N), Xr(X, X + M * K);
+        for (float& v : dYr) v = round_to_bf16(v);
+        for (float& v : Xr) v = round_to_bf16(v);
+        return portable_backward_weight(dW, dYr.data(), Xr.data(), M, N, K, WeightType::f32);
+    }
 #pragma omp parallel for schedule(static) if (M * N * K >= kParallelWork)
     for (int64_t n = 0; n < N; ++n) {
         float* dw = dW + n * K;

@@ -170,10 +170,9 @@ void projection_backward(float* dx, ProjectionGrads g, const float* dy, const fl
     // dx (M, in); dy (M, out); x (M, in); mid (M, r) = scale · A x; scratch (M, r)
     const int64_t N = W.rows, K = W.cols;
     linear_backward_input(dx, dy, W.view(), M, accumulate);
-    if (g.dW) {
-        PPOLAB_ASSERT(W.type == WeightType::f32);
-        linear_backward_weight(g.dW, dy, x, M, N, K);
-    }
+    // FP32 masters: their own product; a BF16 copy of them (mixed precision):
+    // the BF16 product, as the forward's.
+    if (g.dW) linear_backward_weight(g.dW, dy, x, M, N, K, W.type);
     if (g.dbias)
         for (int64_t m = 0; m < M; ++m)
             for (int64_t n = 0; n < N; ++n) g.dbias[n] += dy[m * N + n];

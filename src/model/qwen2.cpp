@@ -49,6 +49,43 @@ Qwen2Weights qwen2_grads_like(const Qwen2Weights& w) {
     return g;
 }
 
+void qwen2_bf16_copy(const Qwen2Weights& w, Qwen2Weights& c) {
+    auto mat = [](const Matrix& m, Matrix& out) {
+        if (m.type != WeightType::f32) fail("qwen2_bf16_copy: the master weights must be FP32");
+        out.type = WeightType::bf16;
+        out.rows = m.rows;
+        out.cols = m.cols;
+        out.f.clear();
+        out.b.resize(m.f.size());
+        const float* src = m.f.data();
+        bf16* dst = out.b.data();
+        const int64_t n = static_cast<int64_t>(m.f.size());
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(src[i]);
+    };
+    c.config = w.config;
+    mat(w.embed_tokens, c.embed_tokens);
+    c.layers.resize(w.layers.size());
+    for (size_t i = 0; i < w.layers.size(); ++i) {
+        const LayerWeights& L = w.layers[i];
+        LayerWeights& C = c.layers[i];
+        C.input_layernorm = L.input_layernorm;
+        mat(L.q_proj, C.q_proj);
+        C.q_bias = L.q_bias;
+        mat(L.k_proj, C.k_proj);
+        C.k_bias = L.k_bias;
+        mat(L.v_proj, C.v_proj);
+        C.v_bias = L.v_bias;
+        mat(L.o_proj, C.o_proj);
+        C.post_attention_layernorm = L.post_attention_layernorm;
+        mat(L.gate_proj, C.gate_proj);
+        mat(L.up_proj, C.up_proj);
+        mat(L.down_proj, C.down_proj);
+    }
+    c.norm = w.norm;
+    if (!w.config.tie_word_embeddings) mat(w.lm_head, c.lm_head);
+}
+
 void qwen2_grads_zero(Qwen2Weights& g) {
     for (auto& p : qwen2_parameters(g, nullptr)) std::fill(p.data, p.data + p.numel(), 0.f);
 }
@@ -179,8 +216,7 @@ Qwen2::Qwen2(const Qwen2Weights& weights, LoraAdapters* lora) : w_(weights), lor
 
 void Qwen2::set_full_grads(Qwen2Weights* grads) {
     if (grads) {
-        if (w_.embed_tokens.type != WeightType::f32)
-            fail("full-parameter mode needs FP32 weights; this model's matrices are BF16");
+        PPOLAB_ASSERT(grads->embed_tokens.type == WeightType::f32);
         PPOLAB_ASSERT(grads->layers.size() == w_.layers.size() && grads->embed_tokens.rows == w_.embed_tokens.rows);
     }
     grads_ = grads;

@@ -29,7 +29,9 @@
 //   * in the backward the roundings count as the identity (as autograd
 //     treats dtype casts); the gradient entering a BF16 base product's
 //     input-backward is rounded to BF16 (matmul.h).
-// With FP32 weights (full-parameter training) nothing is rounded.
+// With FP32 weights (full-parameter training) nothing is rounded; with a
+// BF16 copy of FP32 masters (mixed precision, qwen2_bf16_copy) the rules
+// above apply and the weight gradients dW += dYᵀX are FP32 products.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -43,6 +45,13 @@ namespace ppolab {
 // Gradient storage of full-parameter mode: the shapes of `w`, FP32, zero.
 Qwen2Weights qwen2_grads_like(const Qwen2Weights& w);
 void qwen2_grads_zero(Qwen2Weights& grads);
+// Mixed precision for full-parameter training: `compute` becomes a copy of
+// the FP32 master weights `w` with every matrix rounded to BF16 (round to
+// nearest even) and every vector (norms, biases) copied as is. A model built
+// on `compute` runs its products at the BF16 rate (as torch.autocast does)
+// while set_full_grads still accumulates FP32 gradients for the masters;
+// call again after each optimiser step. Allocates on the first call only.
+void qwen2_bf16_copy(const Qwen2Weights& w, Qwen2Weights& compute);
 // Every weight as a ParamRef with Hugging Face names (model.embed_tokens.weight,
 // model.layers.{i}.self_attn.q_proj.weight/.bias, …, model.norm.weight,
 // lm_head.weight when untied), in checkpoint order. Matrices must be FP32.
@@ -96,7 +105,10 @@ public:
     // lora may be nullptr; its gradients accumulate in backward().
     explicit Qwen2(const Qwen2Weights& weights, LoraAdapters* lora = nullptr);
     // Full-parameter mode: backward() also accumulates the gradient of every
-    // weight into *grads (from qwen2_grads_like; the weights must be FP32).
+    // weight into *grads (from qwen2_grads_like of the FP32 masters). The
+    // model's own weights are those masters, or their qwen2_bf16_copy
+    // (mixed precision: BF16 products, the gradient of the rounded copy
+    // taken as the masters' — the rounding counts as the identity).
     void set_full_grads(Qwen2Weights* grads);
 
     const Qwen2Config& config() const { return w_.config; }

@@ -57,6 +57,7 @@ ordered_json PretrainConfig::to_json() const {
     j["clip"] = clip;
     j["weight_decay"] = weight_decay;
     j["init_stddev"] = init_stddev;
+    j["precision"] = precision;
     j["max_updates"] = max_updates;
     j["check_prompts"] = check_prompts;
     j["check_max_new_tokens"] = check_max_new_tokens;
@@ -120,6 +121,11 @@ PretrainConfig PretrainConfig::from_json(const json& j, const std::string& where
     number("clip", c.clip, 0, 1e9, true);
     number("weight_decay", c.weight_decay, 0, 1, false);
     number("init_stddev", c.init_stddev, 0, 10, true);
+    if (j.contains("precision")) {
+        c.precision = json_string(j, "precision", where);
+        check_range(c.precision == "fp32" || c.precision == "bf16", where, "precision", "\"fp32\" or \"bf16\"",
+                    j.at("precision"));
+    }
     if (j.contains("max_updates") && !j.at("max_updates").is_null()) integer("max_updates", c.max_updates, -1, int64_t{1} << 40);
     integer("check_prompts", c.check_prompts, 0, 1'000'000);
     integer("check_max_new_tokens", c.check_max_new_tokens, 1, 4096);
@@ -554,7 +560,10 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
     init.stddev = config.init_stddev;
     Qwen2Weights weights = random_weights(mc, init);
     Qwen2Weights grads = qwen2_grads_like(weights);
-    Qwen2 model(weights);
+    const bool mixed = config.precision == "bf16";
+    Qwen2Weights compute;  // the BF16 copy the products read (mixed precision)
+    if (mixed) qwen2_bf16_copy(weights, compute);
+    Qwen2 model(mixed ? compute : weights);
     model.set_full_grads(&grads);
     const ParamList params = qwen2_parameters(weights, &grads);
     int64_t n_params = 0;
@@ -607,6 +616,7 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
     if (std::optional<ResumeState> st = load_checkpoint(checkpoint, identity, "pretrain")) {
         const std::string from = checkpoint.string();
         restore_params(st->learned.at("model"), params, from);
+        if (mixed) qwen2_bf16_copy(weights, compute);
         opt.load_state(st->optimizers.at("adamw"), from);
         step = json_int(st->extra, "step", from);
         if (st->schedulers.at("lr").next_step != step || !(st->schedulers.at("lr").schedule == sched) || step > updates)
@@ -649,6 +659,7 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
                 params.front().grad[0] = std::numeric_limits<float>::quiet_NaN();
             const double norm = clip_grad_norm(params, config.clip, where + " gradients");
             opt.step(sched.at(step));
+            if (mixed) qwen2_bf16_copy(weights, compute);
             ++step;
             tokens_seen += batch.real_tokens();
             targets_seen += batch.target_tokens();

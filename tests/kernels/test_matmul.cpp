@@ -236,6 +236,42 @@ TEST(Matmul, BackwardWeightExactOnEveryPath) {
     }
 }
 
+// Mixed precision (inputs = bf16): dY and X are rounded to BF16 before the
+// product. Inputs off the BF16 grid whose rounded values make an exact sum:
+// dY a nonzero integer in ±[1, 3] plus 0 or ¼ ulp (rounds back to the
+// integer), X as exact_inputs(bf16) (rounds to a multiple of 2^-7 ≤ 4); every
+// product is a multiple of 2^-7 of magnitude ≤ 12 and sums of up to 512 of
+// them need 20 bits: exact in FP32 in any order. The reference is the FP32
+// product of the rounded values; the unrounded FP32 product must differ.
+TEST(Matmul, BackwardWeightBf16InputsRoundFirstOnEveryPath) {
+    Philox rng(4, 0);
+    for (const Shape& s : shapes()) {
+        std::vector<float> dY(static_cast<size_t>(s.M * s.N)), dYr(dY.size());
+        for (size_t i = 0; i < dY.size(); ++i) {
+            const float v = static_cast<float>(1 + rng.below(3));
+            const float ulp = v >= 2.f ? 1.f / 64.f : 1.f / 128.f;
+            const float sign = rng.below(2) ? -1.f : 1.f;
+            dYr[i] = sign * v;
+            dY[i] = sign * (v + (rng.below(2) ? 0.25f * ulp : 0.f));
+        }
+        std::vector<float> X = exact_inputs(WeightType::bf16, s.M * s.K, rng), Xr = X;
+        for (float& v : Xr) v = round_to_bf16(v);
+        std::vector<float> dW0 = exact_inputs(WeightType::f32, s.N * s.K, rng);
+        std::vector<float> want = dW0, unrounded = dW0;
+        linear_backward_weight_reference(want.data(), dYr.data(), Xr.data(), s.M, s.N, s.K);
+        linear_backward_weight_reference(unrounded.data(), dY.data(), X.data(), s.M, s.N, s.K);
+        if (s.M * s.N * s.K >= 64) {
+            EXPECT_FALSE(same_bits(unrounded, want, s.K)) << "inputs not perturbed";
+        }
+        for (MatmulPath p : kPaths) {
+            PathGuard guard(p);
+            std::vector<float> got = dW0;
+            linear_backward_weight(got.data(), dY.data(), X.data(), s.M, s.N, s.K, WeightType::bf16);
+            ASSERT_TRUE(same_bits(got, want, s.K)) << describe(p, WeightType::bf16, s, true);
+        }
+    }
+}
+
 // Gaussian data, model-sized K: every path within the FP32 summation bound
 // of a double-precision evaluation of the same rounded products.
 TEST(Matmul, GaussianWithinSummationBound) {

@@ -16,6 +16,13 @@
 //    input-backward to BF16 (matmul.h), 2^-9 relative per element, which the
 //    float64 oracle does not: tolerance 3e-2 · max |torch| per tensor
 //    (measured ≈ 5e-3). A wrong gradient is off by O(1).
+// 3. Mixed precision (pretraining's "bf16"): FP32 masters, the model on
+//    their BF16 copy (qwen2_bf16_copy), full-parameter gradients. The oracle
+//    is case 2's on the copy's values, whose float64 autograd gives the
+//    gradient of every weight (the rounding of the copy is the identity, as
+//    for the masters). On top of case 2's roundings, dW += dYᵀX rounds dY
+//    and X to BF16 (2^-9 relative per element): same tolerance, 3e-2 ·
+//    max |torch| per tensor (measured ≈ 6e-3).
 #include "test_qwen2_common.h"
 
 using namespace ppolab;
@@ -130,6 +137,56 @@ TEST(Qwen2Grad, Bf16BaseLoraGradientsMatchTorchAutograd) {
             if (e > worst) worst = e, worst_name = x.name;
         }
         std::printf("[BF16 %s] loss %.6f, worst relative gradient error %.2e (%s)\n", loss_name(kind), loss, worst,
+                    worst_name.c_str());
+    }
+}
+
+TEST(Qwen2Grad, MixedPrecisionFullModeMatchesTorchAutograd) {
+    Qwen2Config c = small_config();
+    Qwen2Weights master = small_weights(c, WeightType::f32);
+    Qwen2Weights compute;
+    qwen2_bf16_copy(master, compute);
+    // The copy: every matrix rounded to nearest even, every vector as is.
+    ASSERT_EQ(compute.embed_tokens.type, WeightType::bf16);
+    for (size_t i = 0; i < master.embed_tokens.f.size(); ++i)
+        ASSERT_EQ(compute.embed_tokens.b[i], float_to_bf16(master.embed_tokens.f[i])) << i;
+    EXPECT_EQ(compute.layers[0].down_proj.type, WeightType::bf16);
+    EXPECT_EQ(compute.layers[0].q_bias, master.layers[0].q_bias);
+    EXPECT_EQ(compute.norm, master.norm);
+
+    Qwen2Weights g = qwen2_grads_like(master);
+    ScalarHead head = random_head(c.hidden_size, 42);
+    Qwen2 model(compute);
+    model.set_full_grads(&g);
+    Scorer sc(model);
+    ScoringBatch s = pair_batch(c.vocab_size, 43);
+    std::vector<float> targets = value_targets(s, 44);
+
+    Oracle o;
+    o.add(weight_tensors(compute));
+    o.add(param_tensors(head.parameters()));
+    o.spec()["config"] = config_json(c);
+    o.spec()["bf16"] = true;
+    o.spec()["lora"] = nullptr;
+    o.spec()["runs"] = {run_json(s, targets)};
+    o.run();
+
+    for (Loss kind : kLosses) {
+        head.zero_grad();
+        qwen2_grads_zero(g);
+        double loss = run_loss(kind, sc, s, head, targets, true);
+        EXPECT_NEAR(loss, o.get(std::string(loss_name(kind)) + ".loss")[0], 1e-2 * std::abs(loss))
+            << loss_name(kind);
+        double worst = 0;
+        std::string worst_name;
+        for (const auto& x : grads_of(qwen2_parameters(master, &g))) {
+            const auto& want = o.get(std::string(loss_name(kind)) + ".grad." + x.name);
+            ASSERT_EQ(want.size(), x.g.size()) << x.name;
+            double e = rel_max_error(x.g, want, 1e-6);
+            EXPECT_LT(e, 3e-2) << loss_name(kind) << " gradient of " << x.name;
+            if (e > worst) worst = e, worst_name = x.name;
+        }
+        std::printf("[mixed %s] loss %.6f, worst relative gradient error %.2e (%s)\n", loss_name(kind), loss, worst,
                     worst_name.c_str());
     }
 }
