@@ -150,13 +150,14 @@ void run_lora(const Qwen2Weights& w, int64_t B, int reps) {
     std::vector<uint8_t> mask(N, 1);
     std::vector<float> logp(N), dlogp(N, -1.f / static_cast<float>(N)), dh(N * H);  // loss = −mean logp
     std::vector<double> secs, cpus;
+    LmKeep keep;  // the forward's logits for the backward, as the engine's Scorer keeps them
     double loss = 0;
     for (int r = 0; r <= reps; ++r) {
         lora.zero_grad();
         double t0 = now_s(), c0 = cpu_s();
         const float* h = model.forward(tokens.data(), mask.data(), B, T, /*save_for_backward=*/true);
-        lm_logprobs_forward(logp.data(), h, targets.data(), w.output_matrix().view(), N);
-        lm_logprobs_backward(dh.data(), nullptr, dlogp.data(), h, targets.data(), w.output_matrix().view(), N);
+        lm_logprobs_forward(logp.data(), h, targets.data(), w.output_matrix().view(), N, &keep);
+        lm_logprobs_backward(dh.data(), nullptr, dlogp.data(), h, targets.data(), w.output_matrix().view(), N, &keep);
         model.backward(dh.data());
         if (r > 0) {
             secs.push_back(now_s() - t0);

@@ -2,8 +2,10 @@
 //   logits = h · Wᵀ,  lse[n] = log Σ_v exp(logits[n,v]),  logp[n] = logits[n,target[n]] − lse[n]
 // Backward: dlogits[n,v] = dlogp[n] · (1[v = target[n]] − softmax(logits[n])[v]),
 //   dh = dlogits · W,  dW += dlogitsᵀ · h.
-// Only kLmChunk rows of logits exist at a time, in a buffer kept by the
-// calling thread across calls (first-touch page faults are expensive). The
+// Without a keeper (LmKeep) only kLmChunk rows of logits exist at a time, in
+// a buffer kept by the calling thread across calls (first-touch page faults
+// are expensive), and the backward recomputes them; with one, the forward
+// writes all N rows into it and the backward reads them. The
 // matmuls go through matmul.h; the per-row exp passes run on whole vectors
 // (simd.h). The backward skips rows whose dlogp is 0 (prompt tokens,
 // padding): their dh is 0 and they cost nothing.
@@ -103,24 +105,39 @@ void row_scaled_softmax(float* z, int64_t n, float lse, float g) {
 
 }  // namespace
 
-void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, WeightView W, int64_t N) {
+void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, WeightView W, int64_t N,
+                         LmKeep* keep) {
     // logp (N); h (N, H); targets (N); W (V, H)
     lm_check(targets, W, N);
     const int64_t V = W.rows;
-    float* logits = lm_scratch(static_cast<size_t>(std::min(N, kLmChunk) * V));  // (chunk, V)
+    if (keep) {
+        keep->valid = N * V * static_cast<int64_t>(sizeof(float)) <= keep->max_bytes;
+        keep->h = h;
+        keep->w = W.data;
+        keep->N = N;
+        if (keep->valid) {
+            keep->logits.resize(static_cast<size_t>(N * V));
+            keep->lse.resize(static_cast<size_t>(N));
+        }
+    }
+    const bool kept = keep && keep->valid;
+    float* scratch = kept ? nullptr : lm_scratch(static_cast<size_t>(std::min(N, kLmChunk) * V));  // (chunk, V)
     for (int64_t n0 = 0; n0 < N; n0 += kLmChunk) {
         const int64_t rows = std::min(kLmChunk, N - n0);
+        float* logits = kept ? keep->logits.data() + n0 * V : scratch;
         linear_forward(logits, h + n0 * W.cols, W, rows);
 #pragma omp parallel for schedule(static) if (rows * V > 65536)
         for (int64_t r = 0; r < rows; ++r) {
             const float* z = logits + r * V;  // (V)
-            logp[n0 + r] = z[targets[n0 + r]] - row_logsumexp(z, V);
+            const float lse = row_logsumexp(z, V);
+            if (kept) keep->lse[n0 + r] = lse;
+            logp[n0 + r] = z[targets[n0 + r]] - lse;
         }
     }
 }
 
 void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float* h, const int32_t* targets,
-                          WeightView W, int64_t N) {
+                          WeightView W, int64_t N, LmKeep* keep) {
     // dh (N, H) overwritten; dW (V, H) accumulated or nullptr; dlogp (N); h (N, H); targets (N); W (V, H)
     lm_check(targets, W, N);
     // dW is always FP32; W may be the BF16 copy of FP32 masters (mixed precision).
@@ -133,26 +150,41 @@ void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float*
             std::memset(dh + n * H, 0, sizeof(float) * H);
     }
     const int64_t L = static_cast<int64_t>(live.size());
+    const bool kept = keep && keep->valid && keep->h == h && keep->w == W.data && keep->N == N;
+    const bool all_live = L == N;  // rows contiguous: read h, the kept logits and dh in place
     const int64_t chunk = std::min(L, kLmChunk);
-    float* logits = lm_scratch(static_cast<size_t>(chunk * V + 2 * chunk * H));  // (chunk, V)
-    float* hc = logits + chunk * V;                                              // (chunk, H)
-    float* dhc = hc + chunk * H;                                                 // (chunk, H)
+    float* scratch = lm_scratch(static_cast<size_t>(chunk * V + 2 * chunk * H));
     for (int64_t i0 = 0; i0 < L; i0 += kLmChunk) {
         const int64_t rows = std::min(kLmChunk, L - i0);
-        for (int64_t r = 0; r < rows; ++r) std::memcpy(hc + r * H, h + live[i0 + r] * H, sizeof(float) * H);
-        linear_forward(logits, hc, W, rows);
+        float* logits = scratch;              // (rows, V): logits in, dlogits out
+        float* hbuf = scratch + chunk * V;    // (rows, H) gathered h
+        float* dhc = hbuf + chunk * H;        // (rows, H)
+        const float* hc = hbuf;
+        if (all_live) {
+            hc = h + i0 * H;
+            dhc = dh + i0 * H;
+            if (kept) logits = keep->logits.data() + i0 * V;
+        } else {
+            for (int64_t r = 0; r < rows; ++r) std::memcpy(hbuf + r * H, h + live[i0 + r] * H, sizeof(float) * H);
+            if (kept)
+                for (int64_t r = 0; r < rows; ++r)
+                    std::memcpy(logits + r * V, keep->logits.data() + live[i0 + r] * V, sizeof(float) * V);
+        }
+        if (!kept) linear_forward(logits, hc, W, rows);
 #pragma omp parallel for schedule(static) if (rows * V > 65536)
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t n = live[i0 + r];
-            float* z = logits + r * V;  // (V): logits in, dlogits out
+            float* z = logits + r * V;
             const float g = dlogp[n];
-            row_scaled_softmax(z, V, row_logsumexp(z, V), g);
+            row_scaled_softmax(z, V, kept ? keep->lse[n] : row_logsumexp(z, V), g);
             z[targets[n]] += g;
         }
         linear_backward_input(dhc, logits, W, rows);
-        for (int64_t r = 0; r < rows; ++r) std::memcpy(dh + live[i0 + r] * H, dhc + r * H, sizeof(float) * H);
+        if (!all_live)
+            for (int64_t r = 0; r < rows; ++r) std::memcpy(dh + live[i0 + r] * H, dhc + r * H, sizeof(float) * H);
         if (dW) linear_backward_weight(dW, logits, hc, rows, V, H, W.type);
     }
+    if (keep) keep->valid = false;  // its logits are now dlogits
 }
 
 }  // namespace ppolab

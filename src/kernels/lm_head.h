@@ -6,17 +6,37 @@
 //   logp[n]   = logits[n][target[n]] − logsumexp(logits[n])
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "kernels/matmul.h"
 
 namespace ppolab {
 
+// The logits of a forward kept for the backward of the same rows, so that
+// training does not compute them twice (on the 0.5B shape the recompute was
+// 88 ms of an 840 ms LoRA step: BENCHMARKS.md). Kept only while N × V
+// floats fit in max_bytes; otherwise the backward recomputes them chunk by
+// chunk as without a keeper. Either way the backward gets the same logits:
+// the forward's chunks of rows are the ones a full recompute would make.
+struct LmKeep {
+    int64_t max_bytes = int64_t{1} << 30;
+    std::vector<float> logits;  // (N, V) when valid
+    std::vector<float> lse;     // (N) log-sum-exp of each row
+    const float* h = nullptr;   // what they were computed from
+    const void* w = nullptr;
+    int64_t N = 0;
+    bool valid = false;
+};
+
 // h: (N, H) final hidden states; targets: (N) token ids in [0, V).
-void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, WeightView W, int64_t N);
+// keep (optional): receives the logits for the backward.
+void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, WeightView W, int64_t N,
+                         LmKeep* keep = nullptr);
 // dh (N, H) is overwritten with Σ_n dlogp[n] · ∂logp[n]/∂h[n]; dW (V, H), if
 // not nullptr, accumulates the FP32 weight gradient (W FP32, or the BF16
-// copy of FP32 masters in mixed precision).
+// copy of FP32 masters in mixed precision). keep: the forward's keeper of
+// the same h, W and N, if any (used when valid; it may be overwritten).
 void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float* h, const int32_t* targets,
-                          WeightView W, int64_t N);
+                          WeightView W, int64_t N, LmKeep* keep = nullptr);
 
 }  // namespace ppolab

@@ -122,7 +122,7 @@ void Scorer::response_logprobs(const ScoringBatch& s, float* logp, bool for_back
     gather(src);
     out_.resize(pos.size());
     lm_logprobs_forward(out_.data(), sel_.data(), targets_.data(), model_.weights().output_matrix().view(),
-                        static_cast<int64_t>(pos.size()));
+                        static_cast<int64_t>(pos.size()), for_backward ? &keep_ : nullptr);
     std::fill(logp, logp + s.B * s.T, 0.f);
     for (size_t i = 0; i < pos.size(); ++i) logp[pos[i]] = out_[i];
 }
@@ -136,7 +136,7 @@ void Scorer::response_logprobs_backward(const ScoringBatch& s, const float* dlog
     for (size_t i = 0; i < pos.size(); ++i) dout_[i] = dlogp[pos[i]];
     dsel_.resize(static_cast<size_t>(M * H));
     lm_logprobs_backward(dsel_.data(), model_.output_grad(), dout_.data(), sel_.data(), targets_.data(),
-                         model_.weights().output_matrix().view(), M);
+                         model_.weights().output_matrix().view(), M, &keep_);
     scatter_backward(src_);
 }
 

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/lm_head.h"
 #include "model/heads.h"
 #include "model/qwen2.h"
 
@@ -86,6 +87,7 @@ private:
     std::vector<float> out_;        // (M)
     std::vector<float> dout_;       // (M)
     std::vector<float> dhidden_;    // (B, T, H)
+    LmKeep keep_;                   // the forward's logits for the backward
 };
 
 }  // namespace ppolab

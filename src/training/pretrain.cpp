@@ -383,7 +383,7 @@ double LmLoss::forward_backward(const PackedBatch& batch, bool train) {
         std::memcpy(sel_.data() + i * H, hidden + src_[static_cast<size_t>(i)] * H, static_cast<size_t>(H) * sizeof(float));
     logp_.resize(static_cast<size_t>(M));
     const WeightView W = model_.weights().output_matrix().view();
-    lm_logprobs_forward(logp_.data(), sel_.data(), targets_.data(), W, M);
+    lm_logprobs_forward(logp_.data(), sel_.data(), targets_.data(), W, M, train ? &keep_ : nullptr);
     double sum = 0;
     for (float v : logp_) sum += v;
     const double loss = -sum / static_cast<double>(M);
@@ -393,7 +393,7 @@ double LmLoss::forward_backward(const PackedBatch& batch, bool train) {
     PPOLAB_ASSERT(dW != nullptr);
     dlogp_.assign(static_cast<size_t>(M), static_cast<float>(-1.0 / static_cast<double>(M)));
     dsel_.resize(static_cast<size_t>(M * H));
-    lm_logprobs_backward(dsel_.data(), dW, dlogp_.data(), sel_.data(), targets_.data(), W, M);
+    lm_logprobs_backward(dsel_.data(), dW, dlogp_.data(), sel_.data(), targets_.data(), W, M, &keep_);
     dhidden_.assign(static_cast<size_t>(B * T * H), 0.f);
     for (int64_t i = 0; i < M; ++i)
         std::memcpy(dhidden_.data() + src_[static_cast<size_t>(i)] * H, dsel_.data() + i * H,

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/lm_head.h"
 #include "model/qwen2.h"
 #include "tokenizer/tokenizer.h"
 #include "training/adamw.h"
@@ -181,6 +182,7 @@ private:
     std::vector<float> logp_;       // (M)
     std::vector<float> dlogp_;      // (M)
     std::vector<float> dhidden_;    // (B, T, H)
+    LmKeep keep_;                   // the forward's logits for the backward
 };
 
 // The model config for a tokenizer: the shape's sizes, vocab rounded up to a

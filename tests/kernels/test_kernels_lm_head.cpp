@@ -111,6 +111,50 @@ TEST(LmHead, Bf16WeightSeesTheInputRoundedToBf16) {
     });
 }
 
+// Logits kept by the forward (LmKeep) give the backward exactly what the
+// recompute gives: dh and dW bit for bit, with every row live (read in
+// place) and with rows whose dlogp is 0 (gathered), across several 64-row
+// chunks; a keeper too small, or one from other rows, falls back to the
+// recompute; the forward's log-probs are the same with or without one.
+TEST(LmHead, KeptLogitsGiveTheRecomputedGradientsBitForBit) {
+    const int64_t N = 150, H = 24, V = 500;
+    auto h = kt::cast<float>(kt::random_vec(N * H, 21, -2, 2));
+    auto Wf = kt::cast<float>(kt::random_vec(V * H, 22, -1, 1));
+    std::vector<bf16> Wb(Wf.size());
+    for (size_t i = 0; i < Wf.size(); ++i) Wb[i] = float_to_bf16(Wf[i]);
+    auto t = random_targets(N, V, 23);
+    for (WeightView W : {WeightView{WeightType::f32, Wf.data(), V, H}, WeightView{WeightType::bf16, Wb.data(), V, H}})
+        for (bool some_dead : {false, true}) {
+            auto dlogp = kt::cast<float>(kt::random_vec(N, 24));
+            if (some_dead)
+                for (int64_t n = 0; n < N; n += 3) dlogp[n] = 0.f;
+            std::vector<float> logp0(N), dh0(N * H), dW0(V * H, 0.f);
+            lm_logprobs_forward(logp0.data(), h.data(), t.data(), W, N);
+            lm_logprobs_backward(dh0.data(), dW0.data(), dlogp.data(), h.data(), t.data(), W, N);
+            for (int64_t budget : {int64_t{1} << 30, int64_t{1000}}) {
+                LmKeep keep;
+                keep.max_bytes = budget;
+                std::vector<float> logp(N), dh(N * H), dW(V * H, 0.f);
+                lm_logprobs_forward(logp.data(), h.data(), t.data(), W, N, &keep);
+                EXPECT_EQ(keep.valid, budget > N * V * 4);
+                lm_logprobs_backward(dh.data(), dW.data(), dlogp.data(), h.data(), t.data(), W, N, &keep);
+                EXPECT_FALSE(keep.valid) << "a keeper serves one backward";
+                const std::string what = std::string(W.type == WeightType::bf16 ? "bf16" : "f32") +
+                                         (some_dead ? ", some rows dead" : ", all rows live") +
+                                         (budget > N * V * 4 ? ", kept" : ", recomputed");
+                kt::expect_close(logp, logp0, 0, 0, "logp " + what);
+                kt::expect_close(dh, dh0, 0, 0, "dh " + what);
+                kt::expect_close(dW, dW0, 0, 0, "dW " + what);
+            }
+            // A keeper of other rows (another h) is not used.
+            LmKeep other;
+            std::vector<float> logp(N), dh(N * H), dW(V * H, 0.f), h2 = h;
+            lm_logprobs_forward(logp.data(), h2.data(), t.data(), W, N, &other);
+            lm_logprobs_backward(dh.data(), dW.data(), dlogp.data(), h.data(), t.data(), W, N, &other);
+            kt::expect_close(dh, dh0, 0, 0, "dh with a keeper of another h");
+        }
+}
+
 // A BF16 weight with a weight gradient is mixed precision (the BF16 copy of
 // FP32 masters): dW += dlogitsᵀ h with both rounded to BF16. Against the FP32
 // weight of the same values and h rounded beforehand, only the rounding of
