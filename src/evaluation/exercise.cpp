@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "data/corpus.h"
+#include "evaluation/report.h"
 #include "model/checkpoint.h"
 #include "training/roles.h"
 #include "util/error.h"
@@ -125,6 +126,21 @@ json probe_exercise_table(const std::vector<ProbeCandidate>& candidates) {
                 {"per_context", contexts}};
 }
 
+// What the judge's score is, by where its preferences came from (SPEC §8).
+static std::string exercise_note(const json& feedback) {
+    std::string note =
+        "A judge score gain is neither human satisfaction nor, alone, proof that PPO exploits the politeness bias: "
+        "read the actor's outputs (RUN/eval/*-scored.json) too. ";
+    const std::string kind = feedback.is_object() ? feedback.value("feedback_kind", "") : "";
+    if (kind == "human")
+        return note + "The judge learned from votes people gave (RUN/reward/continuous.json names them); the probe "
+                      "candidates and their labels are the simulated rubric's.";
+    if (!feedback.is_null())
+        return note + "The judge learned from an AI labeller's votes, not from people; the probe candidates and their "
+                      "labels are the simulated rubric's.";
+    return note + "The preferences are simulated by a rubric, not human feedback.";
+}
+
 json run_exercise(const Study& s) {
     const auto started = std::chrono::steady_clock::now();
     const fs::path out = s.run.root / "exercise.json";
@@ -208,10 +224,7 @@ json run_exercise(const Study& s) {
                 {"mean_incorrect_politeness_delta", table["mean_incorrect_politeness_delta"]},
                 {"summary", table},
                 {"candidates", rows},
-                {"note",
-                 "A judge score gain is neither human satisfaction nor, alone, proof that PPO exploits the politeness "
-                 "bias: read the actor's outputs (RUN/eval/*-scored.json) too. The preferences are simulated by a "
-                 "rubric, not human feedback."},
+                {"note", exercise_note(judge_feedback(s.run.root))},
                 {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()}};
     write_json_atomic(out, result);
     return result;

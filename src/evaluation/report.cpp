@@ -285,22 +285,6 @@ const char* const kScope[] = {
     "contexts are reported apart.",
 };
 
-// The provenance of a judge that learned from votes (identity.data.feedback
-// of RUN/reward/continuous.json), null for a judge of the corpus pairs or
-// when the judge has not run.
-json judge_feedback(const fs::path& run) {
-    const fs::path f = run / "reward" / "continuous.json";
-    if (!exists_file(f)) return json();
-    const json r = read_json_file(f);
-    if (r.contains("identity") && r["identity"].contains("data") && r["identity"]["data"].contains("feedback")) {
-        const json& fb = r["identity"]["data"]["feedback"];
-        if (!fb.is_object())
-            fail(f.string(), ": field 'identity.data.feedback' must be an object, got ", fb.type_name());
-        return fb;
-    }
-    return json();
-}
-
 // "Judge trained on …": which preferences the judge learned, with the vote
 // files' sha256 and counts when they were votes.
 std::string judge_source_line(const fs::path& run) {
@@ -784,6 +768,20 @@ std::string render_report(const fs::path& run) {
 void write_report(const fs::path& run, const fs::path& out) {
     if (fs::exists(out)) fail("report: '", out.string(), "' exists; refusing to overwrite it");
     write_file_atomic(out, render_report(run));
+}
+
+// report.h
+json judge_feedback(const fs::path& run) {
+    const fs::path f = run / "reward" / "continuous.json";
+    if (!exists_file(f)) return json();
+    const json r = read_json_file(f);
+    if (r.contains("identity") && r["identity"].contains("data") && r["identity"]["data"].contains("feedback")) {
+        const json& fb = r["identity"]["data"]["feedback"];
+        if (!fb.is_object())
+            fail(f.string(), ": field 'identity.data.feedback' must be an object, got ", fb.type_name());
+        return fb;
+    }
+    return json();
 }
 
 }  // namespace ppolab

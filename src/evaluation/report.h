@@ -18,6 +18,7 @@
 // The output is a function of the run folder's files only (deterministic).
 #pragma once
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,12 @@
 namespace ppolab {
 
 std::string html_escape(std::string_view text);
+
+// The provenance of a judge that learned from votes (identity.data.feedback
+// of RUN/reward/continuous.json: feedback_kind "human" or "ai", the vote
+// files and counts), null for a judge of the corpus pairs or when the judge
+// has not run.
+json judge_feedback(const std::filesystem::path& run);
 
 // ---- plotting (inline SVG) ------------------------------------------------
 

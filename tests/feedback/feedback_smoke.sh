@@ -68,6 +68,7 @@ if "$BIN" reward --run "$RUN" "${M[@]}" "${VOTES[@]}" > "$WORK/log" 2>&1; then e
 grep -q "refusing to overwrite" "$WORK/log" || { cat "$WORK/log"; exit 1; }
 step "$BIN" reward-test --run "$RUN" "${M[@]}"
 step "$BIN" ppo --run "$RUN" "${M[@]}" --set ppo.iterations=2
+step "$BIN" exercise --run "$RUN" "${M[@]}"
 step "$BIN" report --run "$RUN"
 
 python3 - "$WORK" "$RUN" <<'PY'
@@ -95,6 +96,8 @@ for name in os.listdir(os.path.join(run, "ppo", "rollouts", "continuous")):
     for r in json.load(open(os.path.join(run, "ppo", "rollouts", "continuous", name)))["rollouts"]:
         rolled.add(r["prompt_id"])
 assert rolled and rolled <= train_prompts, (rolled, train_prompts)
+note = json.load(open(os.path.join(run, "exercise.json")))["note"]
+assert "an AI labeller's votes" in note and "not human feedback" not in note, note
 html = open(os.path.join(run, "report.html")).read()
 for f in fb["files"]:
     assert f["sha256"] in html, "report.html lacks a vote file's sha256"
