@@ -67,6 +67,7 @@ PretrainConfig micro_config() {
     c.sequence_length = 128;
     c.tokens = 4 * 128 * 25;  // 25 updates
     c.lr = 3e-3;
+    c.precision = "bf16";  // the tiny preset's mixed precision, so the runs below cover it (checkpoints too)
     c.check_prompts = 12;
     c.check_max_new_tokens = 12;
     return c;
@@ -119,6 +120,10 @@ TEST(PretrainConfig, JsonRoundTripSetAndErrors) {
     EXPECT_NE(message_of([&] { c.set("lr=-1"); }).find("field 'lr' must be in (0"), std::string::npos);
     EXPECT_NE(message_of([&] { c.set("batch_rows=\"x\""); }).find("batch_rows"), std::string::npos);
     EXPECT_NE(message_of([&] { c.set("shape=huge"); }).find("unknown model shape 'huge'"), std::string::npos);
+    c.set("precision=bf16");
+    EXPECT_EQ(c.precision, "bf16");
+    EXPECT_NE(message_of([&] { c.set("precision=fp16"); }).find("field 'precision' must be \"fp32\" or \"bf16\", got \"fp16\""),
+              std::string::npos);
     json bad = {{"tokens", 10}, {"colour", 1}};
     EXPECT_NE(message_of([&] { PretrainConfig::from_json(bad, "cfg.json"); }).find("cfg.json: unknown pretrain config field 'colour'"),
               std::string::npos);
