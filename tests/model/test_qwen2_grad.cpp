@@ -52,6 +52,40 @@ std::vector<Grad> grads_of(const ParamList& list) {
     return out;
 }
 
+// The oracle on the model's weights (as their values: a BF16 copy's, when
+// the model reads one), the adapters and the head, for the three losses.
+void run_oracle(Oracle& o, const Qwen2Config& c, const Qwen2Weights& w, LoraAdapters* lora, ScalarHead& head,
+                bool bf16, const ScoringBatch& s, const std::vector<float>& targets) {
+    o.add(weight_tensors(w));
+    if (lora) o.add(param_tensors(lora->parameters()));
+    o.add(param_tensors(head.parameters()));
+    o.spec()["config"] = config_json(c);
+    o.spec()["bf16"] = bf16;
+    o.spec()["lora"] = lora ? json{{"rank", lora->config().rank}, {"alpha", lora->config().alpha}} : json(nullptr);
+    o.spec()["runs"] = {run_json(s, targets)};
+    o.run();
+}
+
+// Each gradient within tol · max |torch| of the oracle's (rel_max_error; the
+// floor 1e-6 because the BT loss gives the head bias an exact zero
+// gradient, which float sums reach only up to ~1e-8); the loss within
+// loss_tol relative. Prints the worst tensor.
+void expect_grads_match(const Oracle& o, Loss kind, double loss, double loss_tol, const std::vector<Grad>& all,
+                        double tol, const char* label) {
+    EXPECT_NEAR(loss, o.get(std::string(loss_name(kind)) + ".loss")[0], loss_tol * std::abs(loss)) << loss_name(kind);
+    double worst = 0;
+    std::string worst_name;
+    for (const auto& x : all) {
+        const auto& want = o.get(std::string(loss_name(kind)) + ".grad." + x.name);
+        ASSERT_EQ(want.size(), x.g.size()) << x.name;
+        const double e = rel_max_error(x.g, want, 1e-6);
+        EXPECT_LT(e, tol) << label << " " << loss_name(kind) << " gradient of " << x.name;
+        if (e > worst) worst = e, worst_name = x.name;
+    }
+    std::printf("[%s %s] loss %.6f, %zu tensors, worst relative gradient error %.2e (%s)\n", label, loss_name(kind),
+                loss, all.size(), worst, worst_name.c_str());
+}
+
 }  // namespace
 
 TEST(Qwen2Grad, Fp32LoraHeadAndFullModeMatchTorchAutograd) {
@@ -65,38 +99,18 @@ TEST(Qwen2Grad, Fp32LoraHeadAndFullModeMatchTorchAutograd) {
     Scorer sc(model);
     ScoringBatch s = pair_batch(c.vocab_size, 23);
     std::vector<float> targets = value_targets(s, 24);
-
     Oracle o;
-    o.add(weight_tensors(w));
-    o.add(param_tensors(lora.parameters()));
-    o.add(param_tensors(head.parameters()));
-    o.spec()["config"] = config_json(c);
-    o.spec()["bf16"] = false;
-    o.spec()["lora"] = {{"rank", lora.config().rank}, {"alpha", lora.config().alpha}};
-    o.spec()["runs"] = {run_json(s, targets)};
-    o.run();
+    run_oracle(o, c, w, &lora, head, false, s, targets);
 
     for (Loss kind : kLosses) {
         lora.zero_grad();
         head.zero_grad();
         qwen2_grads_zero(g);
-        double loss = run_loss(kind, sc, s, head, targets, true);
-        EXPECT_NEAR(loss, o.get(std::string(loss_name(kind)) + ".loss")[0], 1e-5 * std::abs(loss))
-            << loss_name(kind);
+        const double loss = run_loss(kind, sc, s, head, targets, true);
         std::vector<Grad> all = grads_of(lora.parameters());
         for (auto& x : grads_of(head.parameters())) all.push_back(x);
         for (auto& x : grads_of(qwen2_parameters(w, &g))) all.push_back(x);
-        double worst = 0;
-        std::string worst_name;
-        for (const auto& x : all) {
-            const auto& want = o.get(std::string(loss_name(kind)) + ".grad." + x.name);
-            ASSERT_EQ(want.size(), x.g.size()) << x.name;
-            double e = rel_max_error(x.g, want, 1e-6);  // floor: a zero gradient (BT head bias) is float noise
-            EXPECT_LT(e, 1e-4) << loss_name(kind) << " gradient of " << x.name;
-            if (e > worst) worst = e, worst_name = x.name;
-        }
-        std::printf("[FP32 %s] loss %.6f, %zu tensors, worst relative gradient error %.2e (%s)\n", loss_name(kind),
-                    loss, all.size(), worst, worst_name.c_str());
+        expect_grads_match(o, kind, loss, 1e-5, all, 1e-4, "FP32");
     }
 }
 
@@ -109,35 +123,16 @@ TEST(Qwen2Grad, Bf16BaseLoraGradientsMatchTorchAutograd) {
     Scorer sc(model);
     ScoringBatch s = pair_batch(c.vocab_size, 33);
     std::vector<float> targets = value_targets(s, 34);
-
     Oracle o;
-    o.add(weight_tensors(w));
-    o.add(param_tensors(lora.parameters()));
-    o.add(param_tensors(head.parameters()));
-    o.spec()["config"] = config_json(c);
-    o.spec()["bf16"] = true;
-    o.spec()["lora"] = {{"rank", lora.config().rank}, {"alpha", lora.config().alpha}};
-    o.spec()["runs"] = {run_json(s, targets)};
-    o.run();
+    run_oracle(o, c, w, &lora, head, true, s, targets);
 
     for (Loss kind : kLosses) {
         lora.zero_grad();
         head.zero_grad();
-        double loss = run_loss(kind, sc, s, head, targets, true);
-        EXPECT_NEAR(loss, o.get(std::string(loss_name(kind)) + ".loss")[0], 1e-2 * std::abs(loss))
-            << loss_name(kind);
+        const double loss = run_loss(kind, sc, s, head, targets, true);
         std::vector<Grad> all = grads_of(lora.parameters());
         for (auto& x : grads_of(head.parameters())) all.push_back(x);
-        double worst = 0;
-        std::string worst_name;
-        for (const auto& x : all) {
-            const auto& want = o.get(std::string(loss_name(kind)) + ".grad." + x.name);
-            double e = rel_max_error(x.g, want, 1e-6);  // floor: a zero gradient (BT head bias) is float noise
-            EXPECT_LT(e, 3e-2) << loss_name(kind) << " gradient of " << x.name;
-            if (e > worst) worst = e, worst_name = x.name;
-        }
-        std::printf("[BF16 %s] loss %.6f, worst relative gradient error %.2e (%s)\n", loss_name(kind), loss, worst,
-                    worst_name.c_str());
+        expect_grads_match(o, kind, loss, 1e-2, all, 3e-2, "BF16");
     }
 }
 
@@ -161,33 +156,14 @@ TEST(Qwen2Grad, MixedPrecisionFullModeMatchesTorchAutograd) {
     Scorer sc(model);
     ScoringBatch s = pair_batch(c.vocab_size, 43);
     std::vector<float> targets = value_targets(s, 44);
-
     Oracle o;
-    o.add(weight_tensors(compute));
-    o.add(param_tensors(head.parameters()));
-    o.spec()["config"] = config_json(c);
-    o.spec()["bf16"] = true;
-    o.spec()["lora"] = nullptr;
-    o.spec()["runs"] = {run_json(s, targets)};
-    o.run();
+    run_oracle(o, c, compute, nullptr, head, true, s, targets);
 
     for (Loss kind : kLosses) {
         head.zero_grad();
         qwen2_grads_zero(g);
-        double loss = run_loss(kind, sc, s, head, targets, true);
-        EXPECT_NEAR(loss, o.get(std::string(loss_name(kind)) + ".loss")[0], 1e-2 * std::abs(loss))
-            << loss_name(kind);
-        double worst = 0;
-        std::string worst_name;
-        for (const auto& x : grads_of(qwen2_parameters(master, &g))) {
-            const auto& want = o.get(std::string(loss_name(kind)) + ".grad." + x.name);
-            ASSERT_EQ(want.size(), x.g.size()) << x.name;
-            double e = rel_max_error(x.g, want, 1e-6);
-            EXPECT_LT(e, 3e-2) << loss_name(kind) << " gradient of " << x.name;
-            if (e > worst) worst = e, worst_name = x.name;
-        }
-        std::printf("[mixed %s] loss %.6f, worst relative gradient error %.2e (%s)\n", loss_name(kind), loss, worst,
-                    worst_name.c_str());
+        const double loss = run_loss(kind, sc, s, head, targets, true);
+        expect_grads_match(o, kind, loss, 1e-2, grads_of(qwen2_parameters(master, &g)), 3e-2, "mixed");
     }
 }
 
