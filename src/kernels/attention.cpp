@@ -1,6 +1,7 @@
 // attention.cpp — grouped-query causal self-attention over left-padded rows
 // (see attention.h).
-//   S[t,s] = q[t]·k[s] / √hd  for s ≤ t with mask[s] = 1 (others excluded)
+//   S[t,s] = q[t]·k[s] / √hd  for s ≤ t with s visible to t (attention.h:
+//            mask[s] = 1, or the same branch; others excluded)
 //   P[t,:] = softmax(S[t,:]),  out[t] = Σ_s P[t,s] v[s];  padded query rows: out = 0, P = 0
 // Backward (per query head, real row t):
 //   dP[t,s] = dout[t]·v[s],  dS[t,s] = P[t,s] (dP[t,s] − Σ_s' P[t,s'] dP[t,s'])
@@ -52,7 +53,7 @@ static void attention_forward_generic(T* out, T* probs, const T* q, const T* k, 
                 const T* qt = q + ((b * Tn + t) * nH + h) * hd;  // (hd)
                 T mx = -std::numeric_limits<T>::infinity();
                 for (int64_t j = 0; j <= t; ++j) {
-                    if (!mb[j]) continue;
+                    if (!attention_visible(mb[j], mb[t])) continue;
                     const T* kj = k + ((b * Tn + j) * nKV + kvh) * hd;  // (hd)
                     T dot = 0;
 #pragma omp simd reduction(+ : dot)
@@ -62,13 +63,13 @@ static void attention_forward_generic(T* out, T* probs, const T* q, const T* k, 
                 }
                 T sum = 0;
                 for (int64_t j = 0; j <= t; ++j) {
-                    if (!mb[j]) continue;
+                    if (!attention_visible(mb[j], mb[t])) continue;
                     p[j] = std::exp(p[j] - mx);
                     sum += p[j];
                 }
                 const T inv = T(1) / sum;
                 for (int64_t j = 0; j <= t; ++j) {
-                    if (!mb[j]) continue;
+                    if (!attention_visible(mb[j], mb[t])) continue;
                     p[j] *= inv;
                     const T* vj = v + ((b * Tn + j) * nKV + kvh) * hd;  // (hd)
                     const T pj = p[j];
@@ -108,7 +109,7 @@ static void attention_backward_generic(T* dq, T* dk, T* dv, const T* dout, const
                         const T* qt = q + ((b * Tn + t) * nH + h) * hd;     // (hd)
                         T dot_pdp = 0;
                         for (int64_t j = 0; j <= t; ++j) {
-                            if (!mb[j]) continue;
+                            if (!attention_visible(mb[j], mb[t])) continue;
                             const T* vj = v + ((b * Tn + j) * nKV + kvh) * hd;  // (hd)
                             T dp = 0;
 #pragma omp simd reduction(+ : dp)
@@ -117,7 +118,7 @@ static void attention_backward_generic(T* dq, T* dk, T* dv, const T* dout, const
                             dot_pdp += p[j] * dp;
                         }
                         for (int64_t j = 0; j <= t; ++j) {
-                            if (!mb[j]) continue;
+                            if (!attention_visible(mb[j], mb[t])) continue;
                             const T dsj = p[j] * (ds[j] - dot_pdp) * scale;
                             const T pj = p[j];
                             const T* kj = k + ((b * Tn + j) * nKV + kvh) * hd;  // (hd)
@@ -322,6 +323,8 @@ PPOLAB_SIMD_INLINE void attn_forward_head(float* out, float* probs, const float*
     const float* vb = v + (b * Tn * nKV + kvh) * hd;
     int64_t first = 0;  // first real key position
     while (first < Tn && !mb[first]) ++first;
+    bool branches = false;
+    for (int64_t j = 0; j < Tn; ++j) branches |= mb[j] > 1;
     for (int64_t j = 0; j < Tp; ++j) bias[j] = j < Tn && mb[j] ? 0.f : -std::numeric_limits<float>::infinity();
     attn_transpose<V, NW>(kt, kb, nKV * hd, Tn, hd);
     for (int64_t t0 = 0; t0 < Tn; t0 += kRows) {
@@ -356,6 +359,9 @@ PPOLAB_SIMD_INLINE void attn_forward_head(float* out, float* probs, const float*
             }
             for (int64_t j = j0; j < j1; j += L) vstore(Sr + j, vload<V>(Sr + j) * scale + vload<V>(bias + j));
             for (int64_t j = t + 1; j < j1; ++j) Sr[j] = -std::numeric_limits<float>::infinity();
+            if (branches)  // other branches' keys are hidden (attention.h)
+                for (int64_t j = j0; j <= t; ++j)
+                    if (mb[j] && !attention_visible(mb[j], mb[t])) Sr[j] = -std::numeric_limits<float>::infinity();
             V m = vload<V>(Sr + j0);
             for (int64_t j = j0 + L; j < j1; j += L) {
                 const V x = vload<V>(Sr + j);

@@ -4,10 +4,21 @@
 // real token, 0 for left padding; out (B, T, nH, hd). Query head h reads KV
 // head h / (nH / nKV). Row t attends to every s ≤ t with mask[s] = 1, with
 // scale 1/sqrt(hd); a padded query row outputs zeros.
+//
+// Branches (packed pairs): a mask value g ≥ 2 marks a token of branch g. A
+// branch token sees the shared tokens (1) and its own branch before it, not
+// other branches; a shared token sees shared tokens only. So a row
+// [prompt | answer A (2) | answer B (3)] computes both answers as if each
+// followed the prompt alone, with the prompt computed once (the positions
+// must restart after the prompt too: Qwen2::forward does that).
 #pragma once
 #include <cstdint>
 
 namespace ppolab {
+
+// Whether a key of mask value `key` is visible to a query of mask value
+// `query` (the causal order aside): real, and shared or the same branch.
+inline bool attention_visible(uint8_t key, uint8_t query) { return key != 0 && (key == 1 || key == query); }
 
 struct AttentionShape {
     int64_t B, T, nH, nKV, hd;

@@ -239,13 +239,26 @@ const float* Qwen2::forward(const int32_t* tokens, const uint8_t* mask, int64_t 
     activations_ensure(acts_, c, r_, B, T, save, save);
     std::copy(tokens, tokens + N, acts_.tokens.begin());
     std::copy(mask, mask + N, acts_.mask.begin());
-    for (int64_t b = 0; b < B; ++b) {  // position = real tokens before t in the row
-        int32_t seen = 0;
+    // position = the tokens before t in the row that t can see: the real
+    // tokens, or with branches (attention.h) the shared ones and its own branch's.
+    bool branches = false;
+    for (int64_t b = 0; b < B; ++b) {
+        int32_t shared = 0;
+        int32_t in_branch[256] = {};
         for (int64_t t = 0; t < T; ++t) {
-            acts_.positions[static_cast<size_t>(b * T + t)] = mask[b * T + t] ? seen : 0;
-            seen += mask[b * T + t] ? 1 : 0;
+            const uint8_t g = mask[b * T + t];
+            int32_t& pos = acts_.positions[static_cast<size_t>(b * T + t)];
+            if (g == 0) {
+                pos = 0;
+            } else if (g == 1) {
+                pos = shared++;
+            } else {
+                branches = true;
+                pos = shared + in_branch[g]++;
+            }
         }
     }
+    if (cache && branches) fail("Qwen2 forward: a batch with branches (packed pairs) cannot fill a KV cache");
     if (cache) {
         if (cache->B != B || cache->S_max < T || cache->L != c.num_hidden_layers)
             fail("KV cache of (B=", cache->B, ", S_max=", cache->S_max, ") cannot hold a batch of (", B, ", ", T, ")");

@@ -13,6 +13,11 @@
 // padding; padded positions attend to nothing and are attended by nothing.
 // Padding may also follow the real tokens of a row (responses of different
 // lengths): the causal mask keeps it invisible to them.
+// Branches (kernels/attention.h): a mask value g ≥ 2 marks branch g of a
+// packed row [shared prefix | branch 2 | branch 3 | …]; a branch token sees
+// the shared tokens and its own branch, and its position counts only those,
+// so each branch computes as if it followed the prefix alone. The reward
+// model's pairs use this to compute their common prompt once.
 //
 // Numerics — what is rounded to BF16 where. Activations are FP32 throughout.
 // With a BF16 base:

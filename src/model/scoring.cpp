@@ -8,23 +8,28 @@
 
 namespace ppolab {
 
+static void check_row(const ScoringRow& row, size_t i, const ScoringLimits& lim) {
+    const int64_t p = static_cast<int64_t>(row.prompt.size()), r = static_cast<int64_t>(row.response.size());
+    if (p == 0) fail("scoring row ", i, ": empty prompt");
+    if (r == 0) fail("scoring row ", i, ": empty response");
+    if (p > lim.max_prompt)
+        fail("scoring row ", i, ": prompt of ", p, " tokens exceeds max_prompt = ", lim.max_prompt,
+             " (rows over the limits are refused, not truncated)");
+    if (r > lim.max_response)
+        fail("scoring row ", i, ": response of ", r, " tokens exceeds max_response = ", lim.max_response,
+             " (rows over the limits are refused, not truncated)");
+    if (p + r > lim.max_context)
+        fail("scoring row ", i, ": prompt + response = ", p + r, " tokens exceeds max_context = ", lim.max_context,
+             " (rows over the limits are refused, not truncated)");
+}
+
 ScoringBatch scoring_batch(const std::vector<ScoringRow>& rows, const ScoringLimits& lim, int32_t pad_id) {
     if (rows.empty()) fail("scoring batch: no rows");
     ScoringBatch s;
     s.B = static_cast<int64_t>(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
+        check_row(rows[i], i, lim);
         const int64_t p = static_cast<int64_t>(rows[i].prompt.size()), r = static_cast<int64_t>(rows[i].response.size());
-        if (p == 0) fail("scoring row ", i, ": empty prompt");
-        if (r == 0) fail("scoring row ", i, ": empty response");
-        if (p > lim.max_prompt)
-            fail("scoring row ", i, ": prompt of ", p, " tokens exceeds max_prompt = ", lim.max_prompt,
-                 " (rows over the limits are refused, not truncated)");
-        if (r > lim.max_response)
-            fail("scoring row ", i, ": response of ", r, " tokens exceeds max_response = ", lim.max_response,
-                 " (rows over the limits are refused, not truncated)");
-        if (p + r > lim.max_context)
-            fail("scoring row ", i, ": prompt + response = ", p + r, " tokens exceeds max_context = ", lim.max_context,
-                 " (rows over the limits are refused, not truncated)");
         s.P = std::max(s.P, p);
         s.R = std::max(s.R, r);
     }
@@ -50,10 +55,53 @@ ScoringBatch scoring_batch(const std::vector<ScoringRow>& rows, const ScoringLim
     return s;
 }
 
+ScoringBatch packed_pair_batch(const std::vector<ScoringRow>& rows, const ScoringLimits& lim, int32_t pad_id) {
+    if (rows.empty() || rows.size() % 2 != 0)
+        fail("packed pair batch: ", rows.size(), " rows; expected chosen rows then as many rejected rows");
+    const size_t n = rows.size() / 2;
+    ScoringBatch s;
+    s.B = static_cast<int64_t>(n);
+    std::vector<int64_t> len(n);
+    for (size_t i = 0; i < rows.size(); ++i) check_row(rows[i], i, lim);
+    for (size_t i = 0; i < n; ++i) {
+        const ScoringRow &c = rows[i], &r = rows[n + i];
+        if (c.prompt != r.prompt)
+            fail("packed pair batch: rows ", i, " and ", n + i, " have different prompts (a pair shares its prompt)");
+        len[i] = static_cast<int64_t>(c.prompt.size() + c.response.size() + r.response.size());
+        s.T = std::max(s.T, len[i]);
+        s.P = std::max(s.P, static_cast<int64_t>(c.prompt.size()));
+        s.R = std::max(s.R, static_cast<int64_t>(std::max(c.response.size(), r.response.size())));
+    }
+    s.tokens.assign(static_cast<size_t>(s.B * s.T), pad_id);
+    s.mask.assign(static_cast<size_t>(s.B * s.T), 0);
+    s.response_mask.assign(static_cast<size_t>(s.B * s.T), 0);
+    s.reads.assign(2 * n, 0);
+    for (size_t i = 0; i < n; ++i) {
+        int64_t at = static_cast<int64_t>(i) * s.T + s.T - len[i];  // left padding
+        auto put = [&](const std::vector<int32_t>& ids, uint8_t g, bool response) {
+            for (int32_t id : ids) {
+                s.tokens[static_cast<size_t>(at)] = id;
+                s.mask[static_cast<size_t>(at)] = g;
+                s.response_mask[static_cast<size_t>(at)] = response;
+                ++at;
+            }
+        };
+        put(rows[i].prompt, 1, false);
+        put(rows[i].response, 2, true);
+        s.reads[i] = at - 1;
+        put(rows[n + i].response, 3, true);
+        s.reads[n + i] = at - 1;
+    }
+    return s;
+}
+
 static void check_batch(const ScoringBatch& s) {
     const size_t n = static_cast<size_t>(s.B * s.T);
     if (s.B <= 0 || s.T <= 0 || s.tokens.size() != n || s.mask.size() != n || s.response_mask.size() != n)
         fail("scoring batch: inconsistent shape (B=", s.B, ", T=", s.T, ")");
+    for (int64_t r : s.reads)
+        if (r < 0 || r >= s.B * s.T || !s.response_mask[static_cast<size_t>(r)])
+            fail("scoring batch: read position ", r, " is not a response token");
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t t = 0; t < s.T; ++t) {
             const size_t at = static_cast<size_t>(b * s.T + t);
@@ -72,6 +120,7 @@ std::vector<int64_t> response_positions(const ScoringBatch& s) {
 }
 
 std::vector<int64_t> last_response_positions(const ScoringBatch& s) {
+    if (!s.reads.empty()) return s.reads;
     std::vector<int64_t> last(static_cast<size_t>(s.B), -1);
     for (int64_t b = 0; b < s.B; ++b) {
         for (int64_t t = s.T - 1; t >= 0; --t)
@@ -109,8 +158,15 @@ static void check_same(const Qwen2& m, const ScoringBatch& s) {
     PPOLAB_ASSERT(m.batch() == s.B && m.length() == s.T);
 }
 
+// Per-token outputs read the hidden state before each token: a packed pair
+// batch's second answer does not follow its first.
+static void check_not_packed(const ScoringBatch& s, const char* what) {
+    if (!s.reads.empty()) fail(what, ": a packed pair batch gives reward scores only");
+}
+
 void Scorer::response_logprobs(const ScoringBatch& s, float* logp, bool for_backward) {
     check_batch(s);
+    check_not_packed(s, "response log-probs");
     model_.forward(s.tokens.data(), s.mask.data(), s.B, s.T, for_backward);
     auto pos = response_positions(s);
     std::vector<int64_t> src(pos.size());
@@ -146,19 +202,20 @@ void Scorer::reward_scores(const ScoringBatch& s, const ScalarHead& head, float*
         fail("reward head: width ", head.hidden, ", model hidden size ", model_.config().hidden_size);
     model_.forward(s.tokens.data(), s.mask.data(), s.B, s.T, for_backward);
     gather(last_response_positions(s));
-    head.forward(scores, sel_.data(), s.B);
+    head.forward(scores, sel_.data(), static_cast<int64_t>(src_.size()));
 }
 
 void Scorer::reward_scores_backward(const ScoringBatch& s, ScalarHead& head, const float* dscores) {
     check_same(model_, s);
-    const int64_t H = model_.config().hidden_size;
-    dsel_.resize(static_cast<size_t>(s.B * H));
-    head.backward(dsel_.data(), dscores, sel_.data(), s.B);
+    const int64_t H = model_.config().hidden_size, n = static_cast<int64_t>(src_.size());
+    dsel_.resize(static_cast<size_t>(n * H));
+    head.backward(dsel_.data(), dscores, sel_.data(), n);
     scatter_backward(src_);
 }
 
 void Scorer::critic_values(const ScoringBatch& s, const ScalarHead& head, float* values, bool for_backward) {
     check_batch(s);
+    check_not_packed(s, "critic values");
     if (head.hidden != model_.config().hidden_size)
         fail("value head: width ", head.hidden, ", model hidden size ", model_.config().hidden_size);
     model_.forward(s.tokens.data(), s.mask.data(), s.B, s.T, for_backward);

@@ -40,15 +40,31 @@ struct ScoringRow {
 struct ScoringBatch {
     int64_t B = 0, P = 0, R = 0, T = 0;
     std::vector<int32_t> tokens;         // (B, T) pad_id where not real
-    std::vector<uint8_t> mask;           // (B, T) 1 for a real token
+    std::vector<uint8_t> mask;           // (B, T) 1 for a real token (2, 3: packed pair branches)
     std::vector<uint8_t> response_mask;  // (B, T) 1 for a response token
+    // Packed pairs only: the positions b·T + t whose hidden states the
+    // reward head reads, chosen answers first, then rejected (2 per row).
+    std::vector<int64_t> reads;
 };
 
 // Error naming the row, the limit and the length when a row is over a limit
 // or has an empty prompt or response.
 ScoringBatch scoring_batch(const std::vector<ScoringRow>& rows, const ScoringLimits& limits, int32_t pad_id);
 
-// Positions (b·T + t) of response tokens, row-major; and t_last of each row.
+// The reward model's pairs, packed: rows = [chosen 1..n, rejected 1..n] (the
+// Bradley–Terry order), pair i = rows i and n + i with the same prompt. Each
+// pair becomes one row [prompt | chosen (mask 2) | rejected (mask 3)],
+// left-padded: the prompt is computed once, each answer sees only the
+// prompt and itself, with the positions it would have alone (qwen2.h), so
+// the scores equal those of scoring_batch(rows) up to float summation order
+// (on the seed preset the prompt is ~65 of a pair's ~76 tokens per answer).
+// `reads` holds the 2n last answer tokens in the order of rows. Every row is
+// checked against the limits as in scoring_batch; pairs whose prompts
+// differ are an Error. Only reward_scores takes such a batch.
+ScoringBatch packed_pair_batch(const std::vector<ScoringRow>& rows, const ScoringLimits& limits, int32_t pad_id);
+
+// Positions (b·T + t) of response tokens, row-major; and t_last of each row
+// (of a packed pair batch: its `reads`).
 std::vector<int64_t> response_positions(const ScoringBatch& batch);
 std::vector<int64_t> last_response_positions(const ScoringBatch& batch);  // (B) Error if a row has none
 
@@ -64,7 +80,7 @@ public:
     void response_logprobs_backward(const ScoringBatch& batch, const float* dlogp);              // (B, T)
 
     void reward_scores(const ScoringBatch& batch, const ScalarHead& head, float* scores,
-                       bool for_backward = false);  // (B)
+                       bool for_backward = false);  // (B), or (reads) of a packed pair batch
     void reward_scores_backward(const ScoringBatch& batch, ScalarHead& head, const float* dscores);
 
     void critic_values(const ScoringBatch& batch, const ScalarHead& head, float* values,

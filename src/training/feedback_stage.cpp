@@ -293,7 +293,7 @@ json vote_test(const Study& s) {
         const auto ids = [&](const char* side) {
             return json_field(json_field(l, side, where), "token_ids", where).get<std::vector<int32_t>>();
         };
-        ScoringBatch b = s.batch({ScoringRow{prompt, ids("chosen")}, ScoringRow{prompt, ids("rejected")}});
+        ScoringBatch b = s.pair_batch({ScoringRow{prompt, ids("chosen")}, ScoringRow{prompt, ids("rejected")}});
         float scores[2];
         scorer.reward_scores(b, *judge.head, scores, false);
         correct += scores[0] > scores[1];

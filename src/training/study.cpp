@@ -130,6 +130,9 @@ ScoringRow Study::encode_row(const std::string& prompt, const std::string& respo
 }
 
 ScoringBatch Study::batch(const std::vector<ScoringRow>& rows) const { return scoring_batch(rows, limits, pad_id); }
+ScoringBatch Study::pair_batch(const std::vector<ScoringRow>& rows) const {
+    return packed_pair_batch(rows, limits, pad_id);
+}
 
 json Study::identity() const {
     return json{{"config", config_identity(config)},

@@ -74,6 +74,9 @@ struct Study {
     std::vector<int32_t> encode_response(const std::string& text) const;
     ScoringRow encode_row(const std::string& prompt, const std::string& response) const;
     ScoringBatch batch(const std::vector<ScoringRow>& rows) const;
+    // The judge's pairs, [chosen 1..n, rejected 1..n], packed one pair a row
+    // (packed_pair_batch: the shared prompt computed once).
+    ScoringBatch pair_batch(const std::vector<ScoringRow>& rows) const;
 
     // The part of every identity block that does not depend on the stage:
     // config identity, model, tokenizer, base identity, code.

@@ -113,7 +113,7 @@ struct Trainer {
         for (const Example* e : group) rows.push_back(e->second);
         const int64_t n = static_cast<int64_t>(group.size());
         denominator = static_cast<double>(n);
-        ScoringBatch b = study.batch(rows);
+        ScoringBatch b = study.pair_batch(rows);  // each pair's prompt computed once
         std::vector<float> scores(static_cast<size_t>(2 * n)), dscores(scores.size());
         scorer.reward_scores(b, *role.head, scores.data(), true);
         if (test_nonfinite_here("reward", "score", update)) scores[0] = std::numeric_limits<float>::quiet_NaN();
@@ -159,7 +159,7 @@ struct Trainer {
             for (size_t j = i; j < end; ++j) part.push_back(rows[j].first);
             for (size_t j = i; j < end; ++j) part.push_back(rows[j].second);
             const int64_t n = static_cast<int64_t>(end - i);
-            ScoringBatch b = study.batch(part);
+            ScoringBatch b = study.pair_batch(part);
             std::vector<float> scores(static_cast<size_t>(2 * n));
             scorer.reward_scores(b, *role.head, scores.data(), false);
             loss += bradley_terry_loss(scores.data(), scores.data() + n, n, nullptr, nullptr) * static_cast<double>(n);
@@ -470,7 +470,7 @@ json reward_test(const Study& s) {
     json rows = json::array();
     int64_t correct = 0, ties = 0;
     for (const PreferencePair& p : pairs) {
-        ScoringBatch b = s.batch({s.encode_row(p.prompt, p.chosen), s.encode_row(p.prompt, p.rejected)});
+        ScoringBatch b = s.pair_batch({s.encode_row(p.prompt, p.chosen), s.encode_row(p.prompt, p.rejected)});
         float scores[2];
         scorer.reward_scores(b, *judge.head, scores, false);
         correct += scores[0] > scores[1];

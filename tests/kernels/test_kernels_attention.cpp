@@ -3,6 +3,9 @@
 // The softmax(q kᵀ/√d + mask) v definition itself is checked against
 // PyTorch in test_kernels_oracle.
 #include "kernels/attention.h"
+
+#include <string>
+#include <type_traits>
 #include "test_kernels_common.h"
 #include "util/error.h"
 
@@ -151,6 +154,87 @@ TEST(Attention, PaddedRowsEqualUnpaddedRows) {
             kt::expect_close(slice(dq, qrow, 0, pad[b]), zq, 0, 0, "dq at padding" + tag);
             kt::expect_close(slice(dk, kvrow, 0, pad[b]), zkv, 0, 0, "dk at padding" + tag);
             kt::expect_close(slice(dv, kvrow, 0, pad[b]), zkv, 0, 0, "dv at padding" + tag);
+        }
+    });
+}
+
+// Branches (packed pairs, attention.h): one row [pad 2 | prefix 5 | A 4 (mask
+// 2) | B 3 (mask 3)] gives, token for token, what the rows [prefix | A] and
+// [prefix | B] give apart: outputs, probabilities (zero towards the other
+// branch), and gradients — the prefix's dk/dv the sum of both rows', with
+// the prefix's upstream gradient given once (row A). hd 64: the AVX-512
+// path; hd 24: AVX2; hd 6: the generic loops; float and double.
+template <typename T>
+void check_branches(int64_t hd, uint64_t seed) {
+    const int64_t pad = 2, P = 5, A = 4, Bn = 3, Tn = pad + P + A + Bn, nH = 4, nKV = 2;
+    const AttentionShape packed{1, Tn, nH, nKV, hd};
+    auto q = kt::cast<T>(kt::random_vec(Tn * nH * hd, seed, -1.5, 1.5));
+    auto k = kt::cast<T>(kt::random_vec(Tn * nKV * hd, seed + 1, -1.5, 1.5));
+    auto v = kt::cast<T>(kt::random_vec(Tn * nKV * hd, seed + 2));
+    auto g = kt::cast<T>(kt::random_vec(Tn * nH * hd, seed + 3));
+    std::vector<uint8_t> mask(Tn, 0);
+    for (int64_t t = pad; t < Tn; ++t) mask[t] = t < pad + P ? 1 : t < pad + P + A ? 2 : 3;
+    std::vector<T> out(Tn * nH * hd), probs(Tn * Tn * nH), dq(q.size()), dk(k.size()), dv(v.size());
+    attention_forward<T>(out.data(), probs.data(), q.data(), k.data(), v.data(), mask.data(), packed);
+    attention_backward<T>(dq.data(), dk.data(), dv.data(), g.data(), probs.data(), q.data(), k.data(), v.data(),
+                          mask.data(), packed);
+    // A separate row: the packed tokens `idx` (prefix, then one branch).
+    auto row = [&](const std::vector<int64_t>& idx, bool prefix_grad) {
+        const int64_t n = static_cast<int64_t>(idx.size());
+        const AttentionShape s{1, n, nH, nKV, hd};
+        std::vector<T> rq, rk, rv, rg;
+        for (int64_t t : idx) {
+            rq.insert(rq.end(), q.begin() + t * nH * hd, q.begin() + (t + 1) * nH * hd);
+            rk.insert(rk.end(), k.begin() + t * nKV * hd, k.begin() + (t + 1) * nKV * hd);
+            rv.insert(rv.end(), v.begin() + t * nKV * hd, v.begin() + (t + 1) * nKV * hd);
+            const bool in_prefix = t < pad + P;
+            for (int64_t i = 0; i < nH * hd; ++i) rg.push_back(in_prefix && !prefix_grad ? T(0) : g[t * nH * hd + i]);
+        }
+        std::vector<uint8_t> m(n, 1);
+        std::vector<T> o(n * nH * hd), p(n * n * nH), gq(rq.size()), gk(rk.size()), gv(rv.size());
+        attention_forward<T>(o.data(), p.data(), rq.data(), rk.data(), rv.data(), m.data(), s);
+        attention_backward<T>(gq.data(), gk.data(), gv.data(), rg.data(), p.data(), rq.data(), rk.data(), rv.data(),
+                              m.data(), s);
+        return std::vector<std::vector<T>>{o, gq, gk, gv, p};
+    };
+    std::vector<int64_t> ia, ib;
+    for (int64_t t = pad; t < pad + P + A; ++t) ia.push_back(t);
+    for (int64_t t = pad; t < pad + P; ++t) ib.push_back(t);
+    for (int64_t t = pad + P + A; t < Tn; ++t) ib.push_back(t);
+    const auto ra = row(ia, true), rb = row(ib, false);
+    const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+    auto pick = [&](const std::vector<T>& x, int64_t t, int64_t w) {
+        return std::vector<T>(x.begin() + t * w, x.begin() + (t + 1) * w);
+    };
+    for (size_t i = 0; i < ia.size(); ++i) {  // prefix and branch A
+        const int64_t t = ia[i];
+        const std::string at = " hd " + std::to_string(hd) + " token " + std::to_string(t);
+        kt::expect_close(pick(out, t, nH * hd), pick(ra[0], i, nH * hd), tol, tol, "out" + at);
+        kt::expect_close(pick(dq, t, nH * hd), pick(ra[1], i, nH * hd), tol, tol, "dq" + at);
+        std::vector<T> wk = pick(ra[2], i, nKV * hd), wv = pick(ra[3], i, nKV * hd);
+        if (t < pad + P)  // the prefix also serves branch B
+            for (int64_t d = 0; d < nKV * hd; ++d) wk[d] += rb[2][i * nKV * hd + d], wv[d] += rb[3][i * nKV * hd + d];
+        kt::expect_close(pick(dk, t, nKV * hd), wk, tol, tol, "dk" + at);
+        kt::expect_close(pick(dv, t, nKV * hd), wv, tol, tol, "dv" + at);
+    }
+    for (size_t i = P; i < ib.size(); ++i) {  // branch B
+        const int64_t t = ib[i];
+        const std::string at = " hd " + std::to_string(hd) + " token " + std::to_string(t);
+        kt::expect_close(pick(out, t, nH * hd), pick(rb[0], i, nH * hd), tol, tol, "out" + at);
+        kt::expect_close(pick(dq, t, nH * hd), pick(rb[1], i, nH * hd), tol, tol, "dq" + at);
+        kt::expect_close(pick(dk, t, nKV * hd), pick(rb[2], i, nKV * hd), tol, tol, "dk" + at);
+        kt::expect_close(pick(dv, t, nKV * hd), pick(rb[3], i, nKV * hd), tol, tol, "dv" + at);
+        for (int64_t h = 0; h < nH; ++h)
+            for (int64_t j = pad + P; j < pad + P + A; ++j)
+                EXPECT_EQ(probs[(h * Tn + t) * Tn + j], T(0)) << "branch B sees branch A" << at;
+    }
+}
+
+TEST(Attention, BranchesEqualSeparateRows) {
+    kt::for_each_simd_path([&] {
+        for (int64_t hd : {64, 24, 6}) {
+            check_branches<float>(hd, 300 + hd);
+            check_branches<double>(hd, 400 + hd);
         }
     });
 }

@@ -2,9 +2,11 @@
 // last active response token, critic values before each token, per-token
 // log-probs aligned by position, refusal of over-long rows, LoRA layout and
 // counts (4 399 104 on the 0.5B shape), heads of H + 1 parameters.
+#include <array>
 #include <cmath>
 
 #include "model/config.h"
+#include "support/test_support.h"
 #include "test_qwen2_common.h"
 
 using namespace ppolab;
@@ -31,6 +33,16 @@ std::vector<ScoringRow> uneven_rows(int64_t V) {
     // different prompt and response lengths: for rows 1 and 2 the last batch
     // column is padding
     return {{toks(3), toks(6)}, {toks(7), toks(2)}, {toks(1), toks(4)}};
+}
+
+// d/dscores of −mean log σ(s_c − s_r) over n pairs (scores: chosen, then rejected).
+void bradley_terry_test_grad(const std::vector<float>& scores, int64_t n, std::vector<float>& d) {
+    for (int64_t i = 0; i < n; ++i) {
+        const double z = static_cast<double>(scores[i]) - scores[n + i];
+        const double g = -1.0 / (1.0 + std::exp(z)) / static_cast<double>(n);  // d/dz of −log σ(z), averaged
+        d[i] = static_cast<float>(g);
+        d[n + i] = static_cast<float>(-g);
+    }
 }
 
 }  // namespace
@@ -127,6 +139,84 @@ TEST(Qwen2Scoring, RowsOverTheLimitsAreRefused) {
     EXPECT_NE(m.find("max_context = 12"), std::string::npos) << m;
     EXPECT_NE(message({{{}, {2}}}, lim).find("empty prompt"), std::string::npos);
     EXPECT_NE(message({{{1}, {}}}, lim).find("empty response"), std::string::npos);
+}
+
+// The judge's packed pairs (packed_pair_batch): each pair one row
+// [prompt | chosen | rejected] with the prompt computed once. Scores and the
+// Bradley–Terry gradients of every LoRA tensor and the head equal those of
+// the pairs as separate rows, for prompts and answers of different lengths
+// (left padding), with an FP32 base (summation order only: 1e-5) and a BF16
+// base (a projection output near a BF16 rounding boundary may round the
+// other way when the FP32 attention sums in another order: 2^-8 relative
+// on that element; 2e-2 on the gradients, a wrong mask is off by O(1)).
+// Measured: FP32 scores 6e-7, gradients 2.4e-6; BF16 scores equal,
+// gradients 2.3e-3 (a branch's positions off by one: 7e-2 and 1.0).
+TEST(Qwen2Scoring, PackedPairsEqualSeparateRows) {
+    const Qwen2Config c = small_config();
+    Philox rng(77, 0);
+    auto ids = [&](int64_t n) {
+        std::vector<int32_t> v(static_cast<size_t>(n));
+        for (auto& x : v) x = static_cast<int32_t>(rng.below(static_cast<uint64_t>(c.vocab_size)));
+        return v;
+    };
+    const std::vector<std::array<int64_t, 3>> shapes = {{7, 3, 5}, {4, 6, 1}, {9, 2, 2}};  // prompt, chosen, rejected
+    std::vector<ScoringRow> rows(2 * shapes.size());
+    for (size_t i = 0; i < shapes.size(); ++i) {
+        const auto prompt = ids(shapes[i][0]);
+        rows[i] = {prompt, ids(shapes[i][1])};
+        rows[shapes.size() + i] = {prompt, ids(shapes[i][2])};
+    }
+    const ScoringLimits lim;
+    const ScoringBatch packed = packed_pair_batch(rows, lim, 0), apart = scoring_batch(rows, lim, 0);
+    EXPECT_EQ(packed.B, 3);
+    EXPECT_EQ(packed.T, 15);  // 7 + 3 + 5
+    EXPECT_EQ(packed.reads.size(), 6u);
+    const int64_t n = static_cast<int64_t>(shapes.size());
+    for (WeightType type : {WeightType::f32, WeightType::bf16}) {
+        const double tol = type == WeightType::f32 ? 1e-5 : 2e-2;
+        const Qwen2Weights w = small_weights(c, type);
+        LoraAdapters lora = random_lora(c, 78);
+        ScalarHead head = random_head(c.hidden_size, 79);
+        Qwen2 model(w, &lora);
+        Scorer sc(model);
+        auto run = [&](const ScoringBatch& b) {
+            lora.zero_grad();
+            head.zero_grad();
+            std::vector<float> scores(static_cast<size_t>(2 * n)), dscores(scores.size());
+            sc.reward_scores(b, head, scores.data(), true);
+            bradley_terry_test_grad(scores, n, dscores);
+            sc.reward_scores_backward(b, head, dscores.data());
+            std::vector<std::vector<float>> grads = {scores};
+            for (const auto& p : lora.parameters()) grads.emplace_back(p.grad, p.grad + p.numel());
+            for (const auto& p : head.parameters()) grads.emplace_back(p.grad, p.grad + p.numel());
+            return grads;
+        };
+        const auto a = run(apart), p = run(packed);
+        const char* what = type == WeightType::f32 ? "FP32 base" : "BF16 base";
+        const double score_err = rel_max_error(p[0], std::vector<double>(a[0].begin(), a[0].end()), 1e-6);
+        EXPECT_LT(score_err, type == WeightType::f32 ? 1e-5 : 1e-2) << what << " scores";
+        double worst = 0;
+        for (size_t i = 1; i < a.size(); ++i) {
+            const double e = rel_max_error(p[i], std::vector<double>(a[i].begin(), a[i].end()), 1e-6);
+            EXPECT_LT(e, tol) << what << " gradient tensor " << i;
+            worst = std::max(worst, e);
+        }
+        std::printf("[packed pairs, %s] scores %.2e, worst gradient tensor %.2e (relative to its largest element)\n",
+                    what, score_err, worst);
+    }
+    // Only reward scores take a packed batch; a pair must share its prompt.
+    {
+        const Qwen2Weights w = small_weights(c, WeightType::f32);
+        Qwen2 model(w);
+        Scorer sc(model);
+        std::vector<float> logp(static_cast<size_t>(packed.B * packed.T));
+        EXPECT_NE(message_of([&] { sc.response_logprobs(packed, logp.data()); }).find("reward scores only"),
+                  std::string::npos);
+    }
+    std::vector<ScoringRow> bad = rows;
+    bad[n].prompt.push_back(1);
+    EXPECT_NE(message_of([&] { packed_pair_batch(bad, lim, 0); }).find("rows 0 and 3 have different prompts"),
+              std::string::npos);
 }
 
 TEST(Qwen2Lora, SeedShapeCountsWithoutAllocating) {
