@@ -36,7 +36,8 @@
 //     input-backward is rounded to BF16 (matmul.h).
 // With FP32 weights (full-parameter training) nothing is rounded; with a
 // BF16 copy of FP32 masters (mixed precision, qwen2_bf16_copy) the rules
-// above apply and the weight gradients dW += dYᵀX are FP32 products.
+// above apply and the weight gradients dW += dYᵀX round dY and X to BF16
+// and accumulate in FP32 (matmul.h).
 #pragma once
 #include <cstdint>
 #include <vector>

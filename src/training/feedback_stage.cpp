@@ -281,32 +281,27 @@ json vote_test(const Study& s) {
         fail(where, ": sha256 ", sha256_hex(bytes), " differs from the one the judge recorded (",
              json_string(data, "test_labels_sha256", judge_dir.string()), ")");
     const json labels = parse_json(bytes, where);
-    Role judge = load_role(judge_dir, "reward", RoleKind::reward, s);
-    const std::string before = judge.learned_identity();
-    Qwen2 model(s.base, &judge.lora);
-    Scorer scorer(model);
+    FrozenJudge judge(s, judge_dir);
     json rows = json::array();
     int64_t correct = 0, ties = 0;
     double loss = 0;
     for (const json& l : json_field(labels, "test", where)) {
-        const std::vector<int32_t> prompt = s.encode_prompt(json_string(l, "prompt", where));
         const auto ids = [&](const char* side) {
             return json_field(json_field(l, side, where), "token_ids", where).get<std::vector<int32_t>>();
         };
-        ScoringBatch b = s.pair_batch({ScoringRow{prompt, ids("chosen")}, ScoringRow{prompt, ids("rejected")}});
-        float scores[2];
-        scorer.reward_scores(b, *judge.head, scores, false);
-        correct += scores[0] > scores[1];
-        ties += scores[0] == scores[1];
-        loss += bradley_terry_loss(&scores[0], &scores[1], 1, nullptr, nullptr);
+        const FrozenJudge::Scores sc =
+            judge.score(s.encode_prompt(json_string(l, "prompt", where)), ids("chosen"), ids("rejected"));
+        correct += sc.correct();
+        ties += sc.tie();
+        loss += bradley_terry_loss(&sc.chosen, &sc.rejected, 1, nullptr, nullptr);
         rows.push_back({{"pair_id", l.value("pair_id", "")},
                         {"participant", l.value("participant", "")},
-                        {"preferred_score", scores[0]},
-                        {"other_score", scores[1]},
-                        {"correct", scores[0] > scores[1]},
-                        {"tie", scores[0] == scores[1]}});
+                        {"preferred_score", sc.chosen},
+                        {"other_score", sc.rejected},
+                        {"correct", sc.correct()},
+                        {"tie", sc.tie()}});
     }
-    if (judge.learned_identity() != before) fail("vote test: the judge changed while scoring");
+    judge.check_unchanged("vote test");
     const double n = static_cast<double>(rows.size());
     json result{{"examples", rows.size()},
                 {"correct", correct},
@@ -314,7 +309,7 @@ json vote_test(const Study& s) {
                 {"pair_loss", n > 0 ? loss / n : 0.0},
                 {"accuracy", n > 0 ? static_cast<double>(correct) / n : 0.0},
                 {"feedback", data["feedback"]},
-                {"judge_learned_identity", before},
+                {"judge_learned_identity", judge.identity()},
                 {"used_for_selection", false},
                 {"score_name", "predicted preference score learned from votes (not human utility)"},
                 {"rows", rows}};

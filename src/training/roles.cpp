@@ -138,4 +138,23 @@ Role load_role(const fs::path& dir, const std::string& name, RoleKind kind, cons
     return r;
 }
 
+FrozenJudge::FrozenJudge(const Study& study, const fs::path& dir)
+    : study_(study),
+      judge_(load_role(dir, "reward", RoleKind::reward, study)),
+      identity_(judge_.learned_identity()),
+      model_(study.base, &judge_.lora),
+      scorer_(model_) {}
+
+FrozenJudge::Scores FrozenJudge::score(const std::vector<int32_t>& prompt, const std::vector<int32_t>& chosen,
+                                       const std::vector<int32_t>& rejected) {
+    const ScoringBatch b = study_.pair_batch({ScoringRow{prompt, chosen}, ScoringRow{prompt, rejected}});
+    float s[2];
+    scorer_.reward_scores(b, *judge_.head, s, false);
+    return {s[0], s[1]};
+}
+
+void FrozenJudge::check_unchanged(const std::string& what) {
+    if (judge_.learned_identity() != identity_) fail(what, ": the judge changed while scoring");
+}
+
 }  // namespace ppolab

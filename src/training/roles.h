@@ -9,6 +9,8 @@
 
 #include "model/heads.h"
 #include "model/lora.h"
+#include "model/qwen2.h"
+#include "model/scoring.h"
 #include "training/study.h"
 
 namespace ppolab {
@@ -45,5 +47,33 @@ void save_role(const fs::path& dir, Role& role, const json& identity, const Stud
 // Reloads final/learned.safetensors through the study's guarded reader,
 // checking names, shapes, dtypes and the recorded learned identity.
 Role load_role(const fs::path& dir, const std::string& name, RoleKind kind, const Study& study);
+
+// The frozen judge of final/ scoring held-out pairs one at a time
+// (reward-test, the vote test): a pair packed in one row (Study::pair_batch),
+// and a check that its learned identity did not change while it scored.
+class FrozenJudge {
+public:
+    struct Scores {
+        float chosen, rejected;
+        bool correct() const { return chosen > rejected; }
+        bool tie() const { return chosen == rejected; }
+    };
+    FrozenJudge(const Study& study, const fs::path& dir);
+    FrozenJudge(const FrozenJudge&) = delete;
+    FrozenJudge& operator=(const FrozenJudge&) = delete;
+
+    Scores score(const std::vector<int32_t>& prompt, const std::vector<int32_t>& chosen,
+                 const std::vector<int32_t>& rejected);
+    const std::string& identity() const { return identity_; }
+    // Error naming `what` if the judge's learned tensors changed.
+    void check_unchanged(const std::string& what);
+
+private:
+    const Study& study_;
+    Role judge_;
+    std::string identity_;
+    Qwen2 model_;
+    Scorer scorer_;
+};
 
 }  // namespace ppolab

@@ -462,34 +462,30 @@ json resume_check(const RunLayout& run, const std::string& stage) {
 json reward_test(const Study& s) {
     const fs::path out = s.run.stage("reward") / "reward-test.json";
     if (fs::exists(out)) fail("refusing to overwrite ", out.string());
-    Role judge = load_role(s.run.final_dir("reward"), "reward", RoleKind::reward, s);
-    const std::string before = judge.learned_identity();
-    Qwen2 model(s.base, &judge.lora);
-    Scorer scorer(model);
+    FrozenJudge judge(s, s.run.final_dir("reward"));
     const std::vector<PreferencePair> pairs = load_pairs(s.reader(), s.run.corpus(), PairSplit::test);
     json rows = json::array();
     int64_t correct = 0, ties = 0;
     for (const PreferencePair& p : pairs) {
-        ScoringBatch b = s.pair_batch({s.encode_row(p.prompt, p.chosen), s.encode_row(p.prompt, p.rejected)});
-        float scores[2];
-        scorer.reward_scores(b, *judge.head, scores, false);
-        correct += scores[0] > scores[1];
-        ties += scores[0] == scores[1];
+        const ScoringRow c = s.encode_row(p.prompt, p.chosen), r = s.encode_row(p.prompt, p.rejected);
+        const FrozenJudge::Scores sc = judge.score(c.prompt, c.response, r.response);
+        correct += sc.correct();
+        ties += sc.tie();
         rows.push_back({{"id", p.id},
                         {"chosen", p.chosen},
                         {"rejected", p.rejected},
-                        {"chosen_score", scores[0]},
-                        {"rejected_score", scores[1]},
-                        {"correct", scores[0] > scores[1]},
-                        {"tie", scores[0] == scores[1]}});
+                        {"chosen_score", sc.chosen},
+                        {"rejected_score", sc.rejected},
+                        {"correct", sc.correct()},
+                        {"tie", sc.tie()}});
     }
-    if (judge.learned_identity() != before) fail("reward-test: the judge changed while scoring");
+    judge.check_unchanged("reward-test");
     const double n = static_cast<double>(pairs.size());
     json result{{"pairs", pairs.size()},
                 {"correct", correct},
                 {"ties", ties},
                 {"accuracy", n > 0 ? static_cast<double>(correct) / n : 0.0},
-                {"judge_learned_identity", before},
+                {"judge_learned_identity", judge.identity()},
                 {"used_for_selection", false},
                 {"score_name", "predicted simulated-preference score (not human utility)"},
                 {"rows", rows}};
