@@ -66,9 +66,10 @@ struct PretrainConfig {
     double weight_decay = 0.01;        // AdamW decoupled weight decay
     double init_stddev = 0.02;         // N(0, σ) for every matrix
     // "fp32": every product in FP32. "bf16": mixed precision — FP32 master
-    // weights, gradients and optimiser; the products of the forward and of
-    // the input gradients read a BF16 copy of the matrices refreshed after
-    // every update (qwen2_bf16_copy), like torch.autocast(bfloat16).
+    // weights, gradients and optimiser; every product (forward, input and
+    // weight gradients) reads BF16 — a copy of the matrices refreshed after
+    // every update (qwen2_bf16_copy) and BF16-rounded activations — with FP32
+    // accumulation, like torch.autocast(bfloat16).
     std::string precision = "fp32";
     int64_t max_updates = -1;          // smoke runs: cap on the updates (-1: none)
     // the check on the validation prompts
