@@ -4,7 +4,7 @@ Hugging Face `tokenizers` library and a jinja2 rendering of Qwen2.5's chat
 template.
 
 Usage: make_tokenizer_fixture.py [MODEL_DIR] [OUT_DIR]
-  MODEL_DIR defaults to ../shared/models/qwen2.5-0.5b-instruct (relative to
+  MODEL_DIR defaults to models/qwen2.5-0.5b-instruct (the copy committed in
   the repository), OUT_DIR to tests/fixtures/tokenizer.
 
 Writes
@@ -28,7 +28,7 @@ import jinja2.sandbox
 from tokenizers import Tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
-MODEL = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO.parent / "shared/models/qwen2.5-0.5b-instruct"
+MODEL = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "models/qwen2.5-0.5b-instruct"
 OUT = Path(sys.argv[2]) if len(sys.argv) > 2 else REPO / "tests/fixtures/tokenizer"
 
 FIXED = [
@@ -78,12 +78,10 @@ FIXED = [
 
 
 def seed_lines():
-    """A few real Italian sentences from the tutorial seed, when present."""
-    seeds = sorted((REPO.parent / "shared/seeds").glob("000_*.txt"))
-    if not seeds:
-        return []
-    lines = [l for l in seeds[0].read_text(encoding="utf-8").splitlines() if l.strip()]
-    return lines[:40]
+    """Real Italian sentences: the first 40 non-empty lines of the tutorial
+    seed that SPEC.md is built on, committed as tests/fixtures/tokenizer/seed_lines.txt."""
+    path = REPO / "tests/fixtures/tokenizer/seed_lines.txt"
+    return [l for l in path.read_text(encoding="utf-8").splitlines() if l.strip()]
 
 
 def random_strings(rng, count):

@@ -22,6 +22,7 @@
 #include "support/test_support.h"
 
 using ppolab::test::error_of;
+using ppolab::test::qwen_model_dir;
 using namespace ppolab;
 
 namespace {
@@ -139,10 +140,7 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
     return out;
 }
 
-fs::path shared_model() {
-    const char* src = std::getenv("PPOLAB_SOURCE_DIR");
-    return fs::path(src ? src : ".") / ".." / "shared" / "models" / "qwen2.5-0.5b-instruct";
-}
+fs::path qwen_model() { return qwen_model_dir(); }
 
 }  // namespace
 
@@ -164,7 +162,7 @@ TEST(Config, SeedShapeIsSpecSection2) {
     EXPECT_EQ(c.eos_token_id, 151645);
     EXPECT_EQ(c.bos_token_id, 151643);
     // The real Qwen2.5-0.5B-Instruct config.json reads as exactly this shape.
-    fs::path real = shared_model() / "config.json";
+    fs::path real = qwen_model() / "config.json";
     ASSERT_TRUE(fs::exists(real)) << real;
     EXPECT_EQ(Qwen2Config::from_json(read_json_file(real), real.string()), c);
     EXPECT_NO_THROW(check_seed_architecture(Qwen2Config::from_json(read_json_file(real), "x"), "x"));
@@ -585,7 +583,7 @@ TEST(Checkpoint, Sha256IsStableAndCoversWeights) {
 }
 
 TEST(Checkpoint, TokenizerVocabSize) {
-    fs::path real = shared_model() / "tokenizer.json";
+    fs::path real = qwen_model() / "tokenizer.json";
     ASSERT_TRUE(fs::exists(real)) << real;
     EXPECT_EQ(tokenizer_vocab_size(real), 151665);  // 151643 BPE tokens + 22 added (up to id 151664)
     fs::path root = temp_dir("vocab");
@@ -656,12 +654,12 @@ TEST(InitRandomCli, TinyRoundTrip) {
 }
 
 TEST(InitRandomCli, TinyWithTheQwenTokenizer) {
-    // The shared Qwen2.5 tokenizer folder: vocab 151665 → 151680 (multiple of 64),
+    // The committed Qwen2.5 tokenizer folder: vocab 151665 → 151680 (multiple of 64),
     // its own generation_config.json and tokenizer files copied.
     fs::path root = temp_dir("cliqwen");
     std::string out;
     ASSERT_EQ(run_cli("init-random --preset tiny --out " + (root / "ck").string() + " --tokenizer " +
-                          shared_model().string(),
+                          qwen_model().string(),
                       out),
               0)
         << out;
@@ -671,8 +669,8 @@ TEST(InitRandomCli, TinyWithTheQwenTokenizer) {
     EXPECT_EQ(back.config.bos_token_id, 151643);
     EXPECT_EQ(back.config.hidden_size, 256);
     for (const char* f : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"})
-        EXPECT_EQ(read_file(root / "ck" / f), read_file(shared_model() / f)) << f;
+        EXPECT_EQ(read_file(root / "ck" / f), read_file(qwen_model() / f)) << f;
     EXPECT_EQ(read_json_file(root / "ck" / "generation_config.json"),
-              read_json_file(shared_model() / "generation_config.json"));
+              read_json_file(qwen_model() / "generation_config.json"));
     fs::remove_all(root);
 }

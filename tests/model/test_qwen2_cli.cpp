@@ -1,5 +1,5 @@
 // `ppolab score` and `ppolab generate` on a checkpoint folder with the real
-// Qwen2.5 tokenizer (shared/models) and a narrow random model of the full
+// Qwen2.5 tokenizer (models/, committed) and a narrow random model of the full
 // vocabulary: the command's numbers equal the in-process model's.
 #include <sys/wait.h>
 
@@ -7,6 +7,7 @@
 
 #include "model/checkpoint.h"
 #include "model/scoring.h"
+#include "support/test_support.h"
 #include "test_qwen2_common.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
@@ -32,10 +33,7 @@ int run_cli(const std::string& args, std::string& out) {
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-fs::path shared_tokenizer() {
-    const char* src = std::getenv("PPOLAB_SOURCE_DIR");
-    return fs::path(src ? src : ".") / ".." / "shared" / "models" / "qwen2.5-0.5b-instruct";
-}
+fs::path qwen_tokenizer() { return qwen_model_dir(); }
 
 // A 1-layer, width-32 Qwen2 over the full Qwen2.5 vocabulary, saved as a folder.
 struct Folder {
@@ -58,7 +56,7 @@ struct Folder {
         w = small_weights(c, WeightType::bf16, 5, 0.3);
         json gen = {{"do_sample", true}, {"temperature", 0.7}, {"top_p", 0.8}, {"top_k", 20},
                     {"eos_token_id", {151645, 151643}}};
-        save_checkpoint(dir, w, shared_tokenizer() / "tokenizer.json", gen);
+        save_checkpoint(dir, w, qwen_tokenizer() / "tokenizer.json", gen);
     }
     ~Folder() { fs::remove_all(root); }
 };
@@ -66,7 +64,7 @@ struct Folder {
 }  // namespace
 
 TEST(Qwen2Cli, ScoreMatchesTheModelAndDumpsLogits) {
-    if (!fs::exists(shared_tokenizer() / "tokenizer.json")) GTEST_SKIP() << "no shared Qwen2.5 tokenizer";
+    ASSERT_TRUE(fs::exists(qwen_tokenizer() / "tokenizer.json")) << qwen_tokenizer();
     Folder f;
     std::string out;
     const fs::path dump = f.root / "logits.f32";
@@ -104,7 +102,7 @@ TEST(Qwen2Cli, ScoreMatchesTheModelAndDumpsLogits) {
 }
 
 TEST(Qwen2Cli, GenerateJsonAgreesWithTeacherForcing) {
-    if (!fs::exists(shared_tokenizer() / "tokenizer.json")) GTEST_SKIP() << "no shared Qwen2.5 tokenizer";
+    ASSERT_TRUE(fs::exists(qwen_tokenizer() / "tokenizer.json")) << qwen_tokenizer();
     Folder f;
     Qwen2 model(f.w);
     Scorer sc(model);

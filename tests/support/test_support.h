@@ -1,11 +1,13 @@
 // test_support.h — the helpers most test suites need, in one place: the
 // message of the ppolab::Error a statement throws, the ppolab binary under
-// test, and a shell command's exit code with its output.
+// test, the committed Qwen2.5 tokenizer folder, and a shell command's exit
+// code with its output.
 #pragma once
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -35,14 +37,26 @@ inline std::string ppolab_binary() {
     return b ? b : "build/bin/ppolab";
 }
 
+// The source tree ($PPOLAB_SOURCE_DIR, set by CTest; else the working directory).
+inline std::filesystem::path source_dir() {
+    const char* s = std::getenv("PPOLAB_SOURCE_DIR");
+    return s && *s ? std::filesystem::path(s) : std::filesystem::current_path();
+}
+
+// The real Qwen2.5-0.5B-Instruct tokenizer, config, generation config and chat
+// template, committed in the repository (models/qwen2.5-0.5b-instruct/README.md
+// says where they came from). The tests that use it fail, never skip, without it.
+inline std::filesystem::path qwen_model_dir() { return source_dir() / "models" / "qwen2.5-0.5b-instruct"; }
+
 struct Output {
     int rc;           // exit status, -1 if the command did not exit normally
     std::string out;  // stdout and stderr, interleaved
 };
 
-inline Output run_shell(const std::string& cmd) {
+// stderr joins the output, or (merge_stderr false) goes to the test's log.
+inline Output run_shell(const std::string& cmd, bool merge_stderr = true) {
     Output r{-1, ""};
-    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+    FILE* p = ::popen((merge_stderr ? cmd + " 2>&1" : cmd).c_str(), "r");
     if (!p) return r;
     char buf[4096];
     size_t n;

@@ -8,33 +8,14 @@ using namespace ppolab::test;
 
 namespace {
 
-struct Output {
-    int rc;
-    std::string out;
-};
-
-// Runs a shell command, capturing stdout (stderr goes to the test log).
-Output run_shell(const std::string& cmd) {
-    Output r{-1, ""};
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    int status = ::pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
-
-std::string binary() {
-    const char* b = std::getenv("PPOLAB_BINARY");
-    return b ? b : "build/bin/ppolab";
-}
+// stdout only: the commands print JSON there (stderr goes to the test log).
+Output run_stdout(const std::string& cmd) { return run_shell(cmd, false); }
+std::string binary() { return ppolab_binary(); }
 
 }  // namespace
 
 TEST(CmdTokenize, TextPrintsIds) {
-    Output r = run_shell("'" + binary() + "' tokenize --tokenizer '" + qwen_dir().string() + "' --text 'Hello world'");
+    Output r = run_stdout("'" + binary() + "' tokenize --tokenizer '" + qwen_dir().string() + "' --text 'Hello world'");
     EXPECT_EQ(r.rc, 0);
     EXPECT_EQ(r.out, "[9707,1879]\n");
 }
@@ -42,12 +23,12 @@ TEST(CmdTokenize, TextPrintsIds) {
 TEST(CmdTokenize, JsonlOneArrayPerLine) {
     fs::path dir = temp_dir("cmd");
     write_file_atomic(dir / "in.jsonl", "\"Hello world\"\n\"<|im_start|>user\\nhi<|im_end|>\"\n\"\"\n");
-    Output r = run_shell("'" + binary() + "' tokenize --jsonl --tokenizer '" + (qwen_dir() / "tokenizer.json").string() +
+    Output r = run_stdout("'" + binary() + "' tokenize --jsonl --tokenizer '" + (qwen_dir() / "tokenizer.json").string() +
                 "' < '" + (dir / "in.jsonl").string() + "'");
     EXPECT_EQ(r.rc, 0);
     EXPECT_EQ(r.out, "[9707,1879]\n[151644,872,198,6023,151645]\n[]\n");
     write_file_atomic(dir / "bad.jsonl", "\"ok\"\n42\n");
-    Output bad = run_shell("'" + binary() + "' tokenize --jsonl --tokenizer '" + qwen_dir().string() + "' < '" +
+    Output bad = run_stdout("'" + binary() + "' tokenize --jsonl --tokenizer '" + qwen_dir().string() + "' < '" +
                   (dir / "bad.jsonl").string() + "' 2>&1");
     EXPECT_EQ(bad.rc, 1);
     EXPECT_NE(bad.out.find("stdin line 2: expected a JSON string"), std::string::npos) << bad.out;
@@ -55,10 +36,10 @@ TEST(CmdTokenize, JsonlOneArrayPerLine) {
 }
 
 TEST(CmdTokenize, BadArgumentsAreErrors) {
-    Output missing = run_shell("'" + binary() + "' tokenize --text hi 2>&1");
+    Output missing = run_stdout("'" + binary() + "' tokenize --text hi 2>&1");
     EXPECT_EQ(missing.rc, 1);
     EXPECT_NE(missing.out.find("--tokenizer"), std::string::npos) << missing.out;
-    Output nofile = run_shell("'" + binary() + "' tokenize --tokenizer /nonexistent --text hi 2>&1");
+    Output nofile = run_stdout("'" + binary() + "' tokenize --tokenizer /nonexistent --text hi 2>&1");
     EXPECT_EQ(nofile.rc, 1);
     EXPECT_NE(nofile.out.find("/nonexistent"), std::string::npos) << nofile.out;
 }

@@ -13,15 +13,11 @@
 #include "util/fileio.h"
 #include "util/json.h"
 #include "util/sha256.h"
+#include "support/test_support.h"
 
 namespace ppolab::test {
 
-inline fs::path source_dir() {
-    const char* s = std::getenv("PPOLAB_SOURCE_DIR");
-    return s ? fs::path(s) : fs::current_path();
-}
-
-inline fs::path qwen_dir() { return source_dir() / ".." / "shared" / "models" / "qwen2.5-0.5b-instruct"; }
+inline fs::path qwen_dir() { return qwen_model_dir(); }
 
 inline fs::path temp_dir(const std::string& name) {
     fs::path p = fs::temp_directory_path() / ("ppolab_test_tok_" + name + "_" + std::to_string(::getpid()));

@@ -48,6 +48,8 @@ TEST(QwenTokenizer, Identity) {
     EXPECT_EQ(t.token_bytes(151645), "<|im_end|>");
     EXPECT_EQ(t.split_pattern(), SplitPattern::split_qwen2);
     EXPECT_EQ(t.sha256(), sha256_file(qwen_dir() / "tokenizer.json"));
+    // The committed copy is the released file (models/qwen2.5-0.5b-instruct/README.md).
+    EXPECT_EQ(t.sha256(), "a8506e7111b80c6d8635951a02eab0f4e1a8e4e5772da83846579e97b16f61bf");
 }
 
 TEST(QwenTokenizer, LoadsWellUnderASecond) {

@@ -9,17 +9,13 @@
 
 #include "util/fileio.h"
 #include "util/json.h"
+#include "support/test_support.h"
 
 namespace ppolab::test {
 
 inline std::string python() {
     const char* p = std::getenv("PPOLAB_PYTHON");
     return p && *p ? p : "/usr/bin/python3";
-}
-
-inline fs::path source_dir() {
-    const char* p = std::getenv("PPOLAB_SOURCE_DIR");
-    return p && *p ? fs::path(p) : fs::current_path();
 }
 
 inline fs::path fresh_temp_dir(const std::string& name) {
