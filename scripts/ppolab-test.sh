@@ -1,20 +1,41 @@
 #!/usr/bin/env bash
-# Install, build, and run the tests — what CI runs (.ci/run):
+# Install, build, and run the tests — what CI runs (.ci/run, inside a fresh
+# Debian root: scripts/fresh-machine-check.sh):
 #   1. the test suite (unit, oracle, fuzz-corpus replays, CLI smoke tests)
 #   2. the unit tests again under AddressSanitizer + UBSan (scripts/sanitize.sh)
 #   3. every libFuzzer target for 10 s (scripts/fuzz.sh)
+# then one line "ppolab-test: N passed, N failed, N skipped" over all three.
 # `--quick` stops after 1; other arguments go to the first ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
 if [[ ${1:-} == --quick ]]; then QUICK=1; shift; fi
-scripts/install.sh
+scripts/install.sh --tests
 mkdir -p build
 PY=$(scripts/test-venv.sh)
-scripts/build.sh -DPPOLAB_PYTHON="$PY"
-(cd build && ctest --output-on-failure -j"$(nproc)" "$@")
-[[ $QUICK == 1 ]] && exit 0
-echo "== unit tests under ASan + UBSan"
-PPOLAB_PYTHON=$PY scripts/sanitize.sh
-echo "== fuzzing, 10 s per target"
-scripts/fuzz.sh 10
+scripts/build.sh -DPPOLAB_TESTS=ON -DPPOLAB_BENCH=ON -DPPOLAB_PYTHON="$PY"
+LOGS=$(mktemp -d)
+trap 'rm -rf "$LOGS"' EXIT
+# "T F S": tests, failed and skipped from ctest's "N% tests passed, F tests
+# failed out of T" and its "(Skipped)" lines.
+count() {
+  local tf
+  tf=$(sed -nE 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2 \1/p' "$1" | tail -1)
+  [ -n "$tf" ] && echo "$tf $(grep -cE '^[[:space:]]*[0-9]+ - .*\(Skipped\)' "$1" || true)"
+}
+status=0
+(cd build && ctest --output-on-failure -j"$(nproc)" "$@") 2>&1 | tee "$LOGS/suite" || status=1
+read -r total failed skipped < <(count "$LOGS/suite") || { total=0; failed=0; skipped=0; status=1; }
+if [[ $QUICK == 0 ]]; then
+  echo "== unit tests under ASan + UBSan"
+  PPOLAB_PYTHON=$PY scripts/sanitize.sh 2>&1 | tee "$LOGS/asan" || status=1
+  read -r t f s < <(count "$LOGS/asan") || { t=0; f=0; s=0; status=1; }
+  total=$((total + t)); failed=$((failed + f)); skipped=$((skipped + s))
+  echo "== fuzzing, 10 s per target"
+  scripts/fuzz.sh 10 2>&1 | tee "$LOGS/fuzz" || status=1
+  t=$(grep -c '^fuzz .*: ' "$LOGS/fuzz" || true); f=$(grep -c '^fuzz .*: FAILED' "$LOGS/fuzz" || true)
+  total=$((total + t)); failed=$((failed + f))
+fi
+[[ $failed == 0 ]] || status=1
+echo "ppolab-test: $((total - failed - skipped)) passed, $failed failed, $skipped skipped"
+exit $status
