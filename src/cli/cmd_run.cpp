@@ -15,11 +15,14 @@
 #include "cli/command.h"
 #include "cli/stage_options.h"
 #include "evaluation/evaluate.h"
+#include "evaluation/summary.h"
+#include "kernels/dispatch.h"
 #include "training/checkpoints.h"
 #include "training/pretrain.h"
 #include "training/run_layout.h"
 #include "training/study_config.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace ppolab::cli {
 
@@ -64,7 +67,7 @@ std::vector<Step> study_steps(const RunLayout& run, const json& config, const st
 json read_or_null(const fs::path& p) { return fs::exists(p) ? read_json_file(p) : json(); }
 
 // results.json: what the study found, gathered from the stage outputs.
-json gather_results(const RunLayout& run, const json& config, const json& state) {
+json gather_results(const RunLayout& run, const json& config, const json& state, const std::vector<Step>& steps) {
     json r;
     r["study"] = config_identity(config);
     r["scope"] =
@@ -89,22 +92,13 @@ json gather_results(const RunLayout& run, const json& config, const json& state)
     json seconds = json::object();
     for (const auto& [name, s] : state["steps"].items()) seconds[name] = s["seconds"];  // null: finished before a kill
     r["seconds"] = seconds;
+    // The same durations in the study's order (the summary's minutes per step).
+    json order = json::array();
+    for (const Step& s : steps)
+        if (state["steps"].contains(s.name)) order.push_back({{"step", s.name}, {"seconds", state["steps"][s.name]["seconds"]}});
+    r["steps"] = order;
+    r["engine"] = dispatch_json(dispatch_report());
     return r;
-}
-
-void print_summary(const json& r) {
-    std::printf("\n== ppolab study: %s ==\n", r["study"].dump().c_str());
-    std::printf("resume checks   sft %s   reward %s   ppo %s\n", r["resume_checks"]["sft"].dump().c_str(),
-                r["resume_checks"]["reward"].dump().c_str(), r["resume_checks"]["ppo"].dump().c_str());
-    if (r.contains("reward_test"))
-        std::printf("judge           %s/%s test pairs correct (accuracy %.4f)\n", r["reward_test"]["correct"].dump().c_str(),
-                    r["reward_test"]["pairs"].dump().c_str(), r["reward_test"]["accuracy"].get<double>());
-    if (r.contains("actor")) std::printf("actor metrics   %s\n", r["actor"].dump().substr(0, 2000).c_str());
-    if (r.contains("exercise")) std::printf("exercise        %s\n", r["exercise"].dump().c_str());
-    double total = 0;
-    for (const auto& [k, v] : r["seconds"].items())
-        if (v.is_number()) total += v.get<double>();
-    std::printf("total           %.1f s\n%s\n", total, r["scope"].get<std::string>().c_str());
 }
 
 int run_study(const Args& args) {
@@ -145,7 +139,10 @@ int run_study(const Args& args) {
     std::vector<std::string> model_arg;
     if (!options["model"].is_null()) model_arg = {"--model", options["model"].get<std::string>()};
 
-    for (Step& step : study_steps(run, config, common)) {
+    std::printf("%s", dispatch_text(dispatch_report()).c_str());
+    const std::vector<Step> steps = study_steps(run, config, common);
+    for (size_t index = 0; index < steps.size(); ++index) {
+        const Step& step = steps[index];
         if (state["steps"].contains(step.name)) continue;
         const std::string cmd = step.argv.front();
         auto it = registry().find(cmd);
@@ -170,7 +167,13 @@ int run_study(const Args& args) {
             write_json_atomic(state_path, state, Overwrite::replace);
             continue;
         }
-        std::printf("\n>> %s\n", line.c_str());
+        std::string label = step.name;
+        if (const size_t dash = label.find('-'); dash != std::string::npos && step.name.rfind("resume-check", 0) != 0 &&
+                                                 step.name != "reward-test")
+            label[dash] = ' ';  // "sft-continuous" → "sft continuous"
+        label = "step " + std::to_string(index + 1) + "/" + std::to_string(steps.size()) + " " + label;
+        Progress::set_context(label);
+        std::printf("\n== %s\n>> %s\n", label.c_str(), line.c_str());
         std::fflush(stdout);
         const auto t0 = std::chrono::steady_clock::now();
         const int rc = it->second.run(Args(argv, it->second.flags));
@@ -180,18 +183,58 @@ int run_study(const Args& args) {
         state["steps"][step.name] = {{"command", line}, {"seconds", secs}};
         write_json_atomic(state_path, state, Overwrite::replace);
     }
-    json results = gather_results(run, config, state);
+    Progress::set_context("");
+    json results = gather_results(run, config, state, steps);
     write_json_atomic(run.results(), results);
-    print_summary(results);
-    std::printf("wrote %s\n", run.results().c_str());
+    std::printf("\n%s", study_summary(results, run.root).c_str());
     return 0;
 }
 
 }  // namespace
 
+constexpr const char* kRunHelp = R"(
+The whole study, one ppolab command after another, each printed before it runs
+and recorded in RUN/run-state.json:
+
+  1 prepare                  the corpus (learn/, eval/, gold/) and its manifest
+  2 pretrain                 the tiny base model and its tokenizer (tiny preset only)
+  3-5 sft interrupt|continuous|resume      supervised fine-tuning, three times
+  6 resume-check sft         the resumed state equals the continuous one, bit for bit
+  7-9 reward interrupt|continuous|resume   the Bradley-Terry judge, three times
+  10 resume-check reward
+  11 reward-test             the judge on the 180 held-out test pairs
+  12-14 ppo interrupt|continuous|resume    PPO against the frozen judge, three times
+  15 resume-check ppo
+  16 evaluate                greedy generations of SFT and PPO on test and probe prompts
+  17 exercise                the reward-shortcut exercise
+  18 report                  RUN/report.html
+Then RUN/results.json and a table on the terminal. (Without pretraining the steps
+are numbered from 1 to 17.)
+
+Presets (--preset):
+  tiny     the default: a ~3 M-parameter Qwen2-architecture model ppolab pretrains
+           itself; about 2-3 minutes on 2 cores
+  seed     SPEC's exact numbers on Qwen2.5-0.5B-Instruct (--model DIR with its
+           weights); about an hour on 2 cores (BENCHMARKS.md)
+  generic  the seed's settings for any Qwen2-family folder (--model DIR)
+
+Options:
+  --out DIR       a new run folder (default runs/default); an existing one is refused
+  --resume DIR    continue an interrupted run from its newest checkpoint (kill -9 too)
+  --config F      a JSON overlay on the preset; --set key=value one key
+                  (`ppolab config --preset P` prints every key)
+  --model DIR     a Hugging Face Qwen2 folder (seed and generic presets)
+
+Examples:
+  ppolab run                                   # the embedded study into runs/default
+  ppolab run --out /tmp/quick --set ppo.iterations=20
+  ppolab run --resume runs/default             # after an interruption
+  ppolab run --preset seed --model /models/Qwen2.5-0.5B-Instruct --out runs/seed
+)";
+
 static Command run_cmd("run",
                        "run [--preset P] [--model DIR] [--out DIR] [--config F] [--set k=v] | run --resume DIR\n"
                        "                            the whole study (default: embedded tiny model, runs/default)",
-                       {}, run_study);
+                       {}, run_study, kRunHelp);
 
 }  // namespace ppolab::cli

@@ -1,14 +1,16 @@
-// cmd_version.cpp — `ppolab version`.
+// cmd_version.cpp — `ppolab version`: the version and the instruction-set
+// paths this binary runs on this CPU (kernels/dispatch.h).
 #include <cstdio>
 
 #include "cli/command.h"
+#include "kernels/dispatch.h"
 
 namespace ppolab::cli {
 
-static Command version_cmd("version", "version                     print the ppolab version", {},
+static Command version_cmd("version", "version                     the version and the kernel paths this CPU runs", {},
                            [](const Args& args) {
                                args.allow_only({});
-                               std::printf("ppolab 0.1.0\n");
+                               std::printf("ppolab 0.1.0\n%s", dispatch_text(dispatch_report()).c_str());
                                return 0;
                            });
 

@@ -68,8 +68,8 @@ std::map<std::string, CommandInfo>& registry() {
     return commands;
 }
 
-Command::Command(std::string name, std::string usage, std::vector<std::string> flags, Run run) {
-    registry()[std::move(name)] = CommandInfo{std::move(usage), std::move(flags), std::move(run)};
+Command::Command(std::string name, std::string usage, std::vector<std::string> flags, Run run, std::string help) {
+    registry()[std::move(name)] = CommandInfo{std::move(usage), std::move(flags), std::move(run), std::move(help)};
 }
 
 }  // namespace ppolab::cli

@@ -33,14 +33,16 @@ private:
 
 struct Command {
     using Run = std::function<int(const Args&)>;
-    // `flags` are the options that take no value (e.g. "greedy", "json").
-    Command(std::string name, std::string usage, std::vector<std::string> flags, Run run);
+    // `flags` are the options that take no value (e.g. "greedy", "json");
+    // `help`, when given, is printed under the usage by `ppolab CMD --help`.
+    Command(std::string name, std::string usage, std::vector<std::string> flags, Run run, std::string help = "");
 };
 
 struct CommandInfo {
     std::string usage;
     std::vector<std::string> flags;
     Command::Run run;
+    std::string help;
 };
 std::map<std::string, CommandInfo>& registry();
 

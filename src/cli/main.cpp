@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> args(rest.begin() + 1, rest.end());
     for (const auto& a : args)
         if (a == "--help" || a == "-h") {
-            std::printf("usage: ppolab %s\n", it->second.usage.c_str());
+            std::printf("usage: ppolab %s\n%s", it->second.usage.c_str(), it->second.help.c_str());
             return 0;
         }
     try {

@@ -8,6 +8,16 @@
 
 namespace ppolab {
 
+namespace {
+std::string& context() {
+    static std::string c;
+    return c;
+}
+std::string prefix() { return context().empty() ? std::string() : "[" + context() + "] "; }
+}  // namespace
+
+void Progress::set_context(std::string c) { context() = std::move(c); }
+
 Progress::Progress(std::string label, int64_t total)
     : label_(std::move(label)),
       total_(total > 0 ? total : 1),
@@ -34,14 +44,14 @@ void Progress::update(int64_t done, const std::string& status) {
         for (int i = 0; i < width; ++i) bar[i] = i < filled ? '#' : '.';
         bar[width] = 0;
         double eta = done > 0 ? secs * (1.0 / frac - 1.0) : 0.0;
-        std::fprintf(stderr, "\r%-10s [%s] %lld/%lld %5.1fs eta %5.1fs %s\x1b[K", label_.c_str(), bar,
+        std::fprintf(stderr, "\r%s%-10s [%s] %lld/%lld %5.1fs eta %5.1fs %s\x1b[K", prefix().c_str(), label_.c_str(), bar,
                      static_cast<long long>(done), static_cast<long long>(total_), secs, eta,
                      status.c_str());
     } else {
         int64_t decile = static_cast<int64_t>(frac * 10);
         if (decile == last_decile_) return;
         last_decile_ = decile;
-        std::fprintf(stderr, "%s %lld/%lld (%.1fs) %s\n", label_.c_str(), static_cast<long long>(done),
+        std::fprintf(stderr, "%s%s %lld/%lld (%.1fs) %s\n", prefix().c_str(), label_.c_str(), static_cast<long long>(done),
                      static_cast<long long>(total_), secs, status.c_str());
     }
     std::fflush(stderr);

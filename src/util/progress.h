@@ -11,6 +11,10 @@ namespace ppolab {
 
 class Progress {
 public:
+    // A prefix for every progress line of this process (`ppolab run` sets
+    // "step 4/18 sft continuous" before each step); empty: none.
+    static void set_context(std::string context);
+
     Progress(std::string label, int64_t total);
     ~Progress();
     void update(int64_t done, const std::string& status = "");

@@ -13,7 +13,8 @@ SETS=(--set pretrain.tokens=12000 --set pretrain.check_prompts=0
       --set sft.epochs=2 --set sft.accumulation=32
       --set reward.epochs=2 --set reward.pairs_per_update=64
       --set ppo.iterations=2 --set ppo.interrupt_iteration=1)
-"$BIN" run --out "$RUN" "${SETS[@]}" > "$WORK/log" 2>&1 || { tail -50 "$WORK/log"; exit 1; }
+# Progress lines on (PPOLAB_QUIET=0): they must name their step of the study.
+PPOLAB_QUIET=0 "$BIN" run --out "$RUN" "${SETS[@]}" > "$WORK/log" 2>&1 || { tail -50 "$WORK/log"; exit 1; }
 python3 - "$RUN" <<'PY'
 import json, sys, os
 run = sys.argv[1]
@@ -32,6 +33,26 @@ assert r["actor"]["ppo"]["all_rows"]["rows"] == 260 and r["actor"]["ppo"]["all_u
 assert r["exercise"]["contexts"] == 20, r.get("exercise")
 print("study smoke: results.json ok:", r["resume_checks"], r["reward_test"])
 PY
+# The terminal summary: a table under 100 columns with the rows named, no JSON;
+# progress lines name their step of the study.
+python3 - "$WORK/log" "$RUN" <<'PY'
+import sys
+log, run = open(sys.argv[1], encoding="utf-8").read(), sys.argv[2]
+start = log.index("== ppolab study: " + run)
+summary = log[start:].splitlines()
+for line in summary:
+    assert len(line) < 100, "summary line of %d columns: %r" % (len(line), line)
+    assert "{" not in line and '"' not in line, "JSON in the summary: %r" % line
+for head in ["SFT    test ", "SFT    probe contexts ", "SFT    all contexts ",
+             "PPO    test ", "PPO    probe contexts ", "PPO    all contexts ",
+             "judge          ", "resume checks  sft PASS, reward PASS, ppo PASS", "minutes ",
+             "results        " + run + "/results.json", "report         " + run + "/report.html"]:
+    assert any(l.startswith(head) for l in summary), "summary has no line %r:\n%s" % (head, "\n".join(summary))
+assert "== step 4/18 sft continuous" in log, "no step header for sft continuous"
+assert "[step 8/18 reward continuous] reward continuous " in log, "progress lines do not name their step"
+print("study smoke: summary ok,", len(summary), "lines")
+PY
+"$BIN" run --help | grep -q "reward-test" || { echo "run --help does not list the steps"; exit 1; }
 # The report, loaded by a real headless browser: the plots are in its DOM.
 chromium --headless --no-sandbox --disable-gpu --dump-dom "file://$RUN/report.html" 2>/dev/null > "$WORK/dom.html"
 for plot in plot-sft-loss plot-judge-loss plot-ppo-score plot-ppo-kl plot-ppo-value-loss plot-ppo-clipfrac \

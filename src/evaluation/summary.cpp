@@ -1,0 +1,143 @@
+#include "evaluation/summary.h"
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+namespace ppolab {
+
+namespace {
+
+constexpr const char* kNone = "\u2014";  // —
+
+// printf into a std::string.
+template <class... A>
+std::string format(const char* fmt, A... a) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, fmt, a...);
+    return buf;
+}
+
+// Right-aligns `s` in `width` columns (an em dash counts as one).
+std::string right(const std::string& s, size_t width) {
+    size_t cols = 0;
+    for (unsigned char c : s) cols += (c & 0xC0) != 0x80;
+    return cols >= width ? s : std::string(width - cols, ' ') + s;
+}
+
+const json& at(const json& j, std::initializer_list<const char*> path) {
+    static const json null_value;
+    const json* cur = &j;
+    for (const char* k : path) {
+        if (!cur->is_object() || !cur->contains(k)) return null_value;
+        cur = &(*cur)[k];
+    }
+    return *cur;
+}
+
+std::string percent(const json& rate) { return rate.is_number() ? sig3(rate.get<double>() * 100) + " %" : kNone; }
+
+std::string signed3(const json& x) {
+    if (!x.is_number()) return kNone;
+    const std::string s = sig3(x);
+    return x.get<double>() > 0 ? "+" + s : s;
+}
+
+}  // namespace
+
+std::string sig3(const json& x) {
+    if (!x.is_number()) return kNone;
+    const double v = x.get<double>();
+    if (!std::isfinite(v)) return v != v ? "nan" : v > 0 ? "inf" : "-inf";
+    if (v == 0) return "0";
+    std::string s = format("%#.3g", v);  // keeps trailing zeros: 0.0100
+    if (s.back() == '.') s.pop_back();  // "100." → "100"
+    return s;
+}
+
+std::string study_summary(const json& r, const std::filesystem::path& run_root) {
+    std::string out;
+    auto line = [&](const std::string& s) { out += s + "\n"; };
+
+    line("== ppolab study: " + run_root.string() + " (preset " +
+         (at(r, {"study", "preset"}).is_string() ? at(r, {"study", "preset"}).get<std::string>() : std::string(kNone)) +
+         ") ==");
+    line("");
+    line("held-out greedy generations");
+    line(format("%-6s %-16s %5s %15s %10s %14s %12s", "policy", "population", "rows", "rubric success", "relevant*",
+                "learned score", "log-ratio**"));
+    const std::vector<std::pair<const char*, const char*>> populations = {
+        {"test", "test"}, {"probe_unique_contexts", "probe contexts"}, {"all_unique_contexts", "all contexts"}};
+    for (const char* policy : {"sft", "ppo"}) {
+        for (const auto& [key, label] : populations) {
+            const json& m = at(r, {"actor", policy, key});
+            const std::string rows = m.contains("rows") ? std::to_string(m["rows"].get<int64_t>()) : kNone;
+            line(format("%-6s %-16s ", policy == std::string("sft") ? "SFT" : "PPO", label) + right(rows, 5) + " " +
+                 right(percent(at(m, {"rubric_success_rate_all_outputs"})), 15) + " " +
+                 right(percent(at(m, {"relevant_rate_recognized_denominator"})), 10) + " " +
+                 right(signed3(at(m, {"mean_learned_reward"})), 14) + " " +
+                 right(signed3(at(m, {"mean_sampled_actor_reference_logratio"})), 12));
+        }
+    }
+    line("*  relevant: of the outputs the rubric recognised, the share whose action fits the context");
+    line("** mean over response tokens of log pi_actor - log pi_SFT (the reference); 0 for SFT itself");
+    line("");
+
+    const json& rt = at(r, {"reward_test"});
+    if (rt.is_object())
+        line(format("judge          %lld of %lld held-out test pairs ranked correctly (accuracy %s)",
+                    static_cast<long long>(rt["correct"].get<int64_t>()), static_cast<long long>(rt["pairs"].get<int64_t>()),
+                    sig3(rt["accuracy"]).c_str()));
+    else
+        line(std::string("judge          ") + kNone + " (no reward-test result)");
+    std::string checks = "resume checks ";
+    for (const char* s : {"sft", "reward", "ppo"}) {
+        const json& c = at(r, {"resume_checks", s});
+        checks += std::string(" ") + s + " " + (c.is_string() ? c.get<std::string>() : std::string(kNone));
+        if (std::string(s) != "ppo") checks += ",";
+    }
+    line(checks + "  (resumed vs continuous state, bit for bit)");
+
+    // Minutes per step, in the study's order (results.json "steps").
+    double total = 0;
+    std::vector<std::string> cells;
+    const json& steps = at(r, {"steps"});
+    if (steps.is_array())
+        for (const json& s : steps) {
+            const json& v = at(s, {"seconds"});
+            if (v.is_number()) total += v.get<double>();
+            cells.push_back(format("%-22s", at(s, {"step"}).get<std::string>().c_str()) +
+                            right(v.is_number() ? format("%.2f", v.get<double>() / 60) : kNone, 6));
+        }
+    line(format("minutes        %.2f in all; per step (" , total / 60) + kNone + ": finished before an interruption):");
+    for (size_t i = 0; i < cells.size(); i += 3) {
+        std::string row = "  ";
+        for (size_t j = i; j < std::min(i + 3, cells.size()); ++j) row += cells[j] + "   ";
+        while (!row.empty() && row.back() == ' ') row.pop_back();
+        line(row);
+    }
+    line("");
+    line("results        " + (run_root / "results.json").string());
+    line("report         " + (run_root / "report.html").string() +
+         (at(r, {"seconds"}).contains("report") ? "" : " (not written: this build has no `ppolab report`)"));
+    if (at(r, {"scope"}).is_string()) {
+        // The scope sentence, wrapped at word boundaries.
+        std::string words = at(r, {"scope"}).get<std::string>(), cur;
+        size_t pos = 0;
+        while (pos < words.size()) {
+            size_t next = words.find(' ', pos);
+            if (next == std::string::npos) next = words.size();
+            const std::string w = words.substr(pos, next - pos);
+            if (!cur.empty() && cur.size() + 1 + w.size() >= static_cast<size_t>(kSummaryColumns)) {
+                line(cur);
+                cur.clear();
+            }
+            cur += (cur.empty() ? "" : " ") + w;
+            pos = next + 1;
+        }
+        if (!cur.empty()) line(cur);
+    }
+    return out;
+}
+
+}  // namespace ppolab

@@ -1,0 +1,75 @@
+#include "kernels/dispatch.h"
+
+#include <cpuid.h>
+#include <dnnl.hpp>
+
+#include <cstdio>
+
+#include "kernels/matmul_backend.h"
+#include "kernels/simd.h"
+
+#ifndef PPOLAB_NATIVE_BUILD
+#define PPOLAB_NATIVE_BUILD 0
+#endif
+
+namespace ppolab {
+
+namespace {
+
+// cpuid leaf 7, sub-leaf 0, EDX: AMX-BF16 is bit 22, AMX-TILE bit 24.
+bool cpu_has_amx_bf16() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return (d >> 22 & 1u) && (d >> 24 & 1u);
+}
+
+const char* level_name(simd::SimdLevel l) {
+    switch (l) {
+        case simd::SimdLevel::avx512: return "avx512";
+        case simd::SimdLevel::avx2: return "avx2";
+        default: return "portable";
+    }
+}
+
+}  // namespace
+
+DispatchReport dispatch_report() {
+    DispatchReport r;
+    r.build = PPOLAB_NATIVE_BUILD ? "native (PPOLAB_NATIVE=ON, -march=native)" : "x86-64 baseline (PPOLAB_NATIVE=OFF)";
+    __builtin_cpu_init();
+    r.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    r.avx512 = simd::simd_cpu_level() == simd::SimdLevel::avx512;
+    r.avx512_bf16 = matmul_has_avx512bf16();
+    r.amx_bf16 = cpu_has_amx_bf16();
+    r.layer_kernels = level_name(simd::simd_level());
+    r.decode_products = matmul_has_avx512bf16() ? "small_m_avx512" : "portable";
+    const dnnl_version_t* v = dnnl_version();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+    r.onednn = buf;
+    return r;
+}
+
+std::string dispatch_text(const DispatchReport& r) {
+    auto yn = [](bool b) { return b ? "yes" : "no"; };
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "build            %s\n"
+                  "cpu              avx2+fma %s, avx512 %s, avx512_bf16 %s, amx_bf16 %s\n"
+                  "layer kernels    %s (rmsnorm, rope, swiglu, attention)\n"
+                  "decode products  %s (BF16 products of at most 8 rows)\n"
+                  "other products   %s (dispatches by itself; ONEDNN_VERBOSE=1 names its kernels)\n",
+                  r.build.c_str(), yn(r.avx2_fma), yn(r.avx512), yn(r.avx512_bf16), yn(r.amx_bf16),
+                  r.layer_kernels.c_str(), r.decode_products.c_str(), r.onednn.c_str());
+    return buf;
+}
+
+json dispatch_json(const DispatchReport& r) {
+    return {{"build", r.build},
+            {"cpu", {{"avx2_fma", r.avx2_fma}, {"avx512", r.avx512}, {"avx512_bf16", r.avx512_bf16}, {"amx_bf16", r.amx_bf16}}},
+            {"layer_kernels", r.layer_kernels},
+            {"decode_products", r.decode_products},
+            {"other_products", r.onednn}};
+}
+
+}  // namespace ppolab

@@ -1,0 +1,31 @@
+// dispatch.h — which instruction-set paths this binary runs on this CPU.
+//
+// ppolab is built for baseline x86-64 unless PPOLAB_NATIVE is on; its
+// kernels carry AVX2 and AVX-512 copies (simd.h) and AVX-512 BF16 decode
+// kernels (matmul_avx512.cpp), chosen at run time from cpuid, and oneDNN
+// dispatches its own products. `ppolab version` and `ppolab run` print this
+// report, so a number can always be tied to the path that computed it
+// (same seed, same bytes holds on the same paths).
+#pragma once
+#include <string>
+
+#include "util/json.h"
+
+namespace ppolab {
+
+struct DispatchReport {
+    std::string build;          // "x86-64 baseline (PPOLAB_NATIVE=OFF)" | "native (-march=native)"
+    bool avx2_fma = false;      // cpuid
+    bool avx512 = false;        // F, BW, VL, DQ
+    bool avx512_bf16 = false;
+    bool amx_bf16 = false;      // AMX-BF16 + AMX-TILE present (oneDNN asks the kernel for the tiles)
+    std::string layer_kernels;  // rmsnorm, rope, swiglu, attention: "avx512" | "avx2" | "portable"
+    std::string decode_products;  // BF16 products of ≤ 8 rows: "small_m_avx512" | "portable"
+    std::string onednn;           // version of the library that computes the other products
+};
+
+DispatchReport dispatch_report();
+std::string dispatch_text(const DispatchReport& r);  // a few lines, each under 100 columns
+json dispatch_json(const DispatchReport& r);
+
+}  // namespace ppolab
