@@ -64,9 +64,9 @@ fi
 
 # The mirror this machine's apt uses for Debian 12 (deb822 or one-line sources).
 mirror=$(
-  { cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/{print $2}'
-    grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '{print $2}'
-  } | grep -v -- '-security' | head -1)
+  { cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/{print $2}' || true
+    grep -shE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | awk '{print $2}' || true
+  } | grep -v -- '-security' | head -1 || true)
 mirror=${mirror:-http://deb.debian.org/debian}
 
 CACHE=${PPOLAB_FRESH_CACHE:-/var/cache/ppolab-fresh-root}
