@@ -5,14 +5,20 @@
 // at two coordinates (the largest |g| of the tensor and a random one)
 // is compared with (L(θ + h) − L(θ − h)) / 2h.
 //
-// Tolerance: |fd − g| ≤ 2e-2 · max(|g|, |fd|) + 3e-4. The forward is FP32, so
-// L carries a rounding error of ~1e-7·|L| (|L| ≈ 1–6); with h = 1e-3 the
-// difference quotient has an absolute noise of ~1e-4 and an O(h²)
-// truncation error of relative ~1e-5 — hence the additive term, and the
-// largest-|g| coordinate of each tensor makes the relative test bite.
+// Tolerance: |fd − g| ≤ 2e-2 · max(|g|, |fd|) + noise, noise = 8 ulp(L) / 2h.
+// The forward is FP32: L(θ ± h) each carry the rounding of a two-layer float
+// forward, a few ulps of L (measured: up to 2.8 ulps in the difference
+// L(θ+h) − L(θ−h), a Bradley–Terry coordinate whose true gradient is ~3e-5;
+// which coordinates come near it depends on how the compiler contracts
+// multiply-adds, so the bound allows 8). With h = 1e-3 that is an absolute
+// noise of 5e-4–2e-3 for |L| ≈ 1.6–4.1; the O(h²) truncation error is
+// relative ~1e-5. The largest-|g| coordinate of each tensor makes the
+// relative test bite: at least a third of the coordinates must have
+// 2e-2·|g| above the noise (checked below), so the test is not vacuous.
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "test_qwen2_common.h"
 
@@ -48,14 +54,16 @@ void check_fd(Loss kind) {
     lora.zero_grad();
     head.zero_grad();
     qwen2_grads_zero(g);
-    run_loss(kind, sc, s, head, targets, true);
+    const double L0 = run_loss(kind, sc, s, head, targets, true);
+    const double noise = 8.0 * (std::nextafter(static_cast<float>(std::abs(L0)), INFINITY) - std::abs(static_cast<float>(L0)));
 
     ParamList params = lora.parameters();
     for (auto& p : head.parameters()) params.push_back(p);
     for (auto& p : qwen2_parameters(w, &g)) params.push_back(p);
     Philox rng(17, static_cast<uint64_t>(kind));
     const float h = 1e-3f;
-    int checked = 0, nonzero = 0;
+    const double abs_tol = noise / (2.0 * static_cast<double>(h));
+    int checked = 0, biting = 0;
     for (const auto& p : params) {
         if (kind == Loss::ce && p.name.starts_with("head.")) continue;  // CE does not read the head
         std::vector<int64_t> coords;
@@ -73,14 +81,15 @@ void check_fd(Loss kind) {
             p.data[i] = keep;
             const double fd = (lp - lm) / (2.0 * static_cast<double>(h));
             const double an = p.grad[i];
-            EXPECT_LE(std::abs(fd - an), 2e-2 * std::max(std::abs(an), std::abs(fd)) + 3e-4)
+            EXPECT_LE(std::abs(fd - an), 2e-2 * std::max(std::abs(an), std::abs(fd)) + abs_tol)
                 << loss_name(kind) << ": " << p.name << "[" << i << "] analytic " << an << ", finite difference " << fd;
             ++checked;
-            nonzero += std::abs(an) > 1e-3;
+            biting += 2e-2 * std::abs(an) > abs_tol;
         }
     }
-    std::printf("[%s] %d coordinates checked, %d with |g| > 1e-3\n", loss_name(kind), checked, nonzero);
-    EXPECT_GT(nonzero, checked / 3);  // the check is not vacuous
+    std::printf("[%s] L %.4f, noise bound %.2e; %d coordinates checked, %d where the 2%% relative term exceeds it\n",
+                loss_name(kind), L0, abs_tol, checked, biting);
+    EXPECT_GT(biting, checked / 3);  // the check is not vacuous
 }
 
 }  // namespace
