@@ -20,6 +20,7 @@
 #   scripts/fresh-machine-check.sh                  # what .ci/run runs
 #   scripts/fresh-machine-check.sh --omit PKG       # leave PKG out of scripts/install.sh (must fail)
 #   scripts/fresh-machine-check.sh --study-only     # only the first command
+#   scripts/fresh-machine-check.sh --study-only --full-study   # the real default study (its time in the README)
 #   scripts/fresh-machine-check.sh --keep           # keep the root afterwards (printed)
 set -euo pipefail
 # Every mount below lives in a private mount namespace of this script: none
@@ -29,13 +30,14 @@ if [ "$(id -u)" = 0 ] && [ -z "${PPOLAB_FRESH_NAMESPACE:-}" ]; then
 fi
 cd "$(dirname "$0")/.."
 REPO=$PWD
-OMIT="" STUDY_ONLY=0 KEEP=0
+OMIT="" STUDY_ONLY=0 KEEP=0 FULL_STUDY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --omit) OMIT=${2:?--omit needs a package name}; shift 2 ;;
     --study-only) STUDY_ONLY=1; shift ;;
+    --full-study) FULL_STUDY=1; shift ;;
     --keep) KEEP=1; shift ;;
-    *) echo "usage: scripts/fresh-machine-check.sh [--omit PKG] [--study-only] [--keep]" >&2; exit 2 ;;
+    *) echo "usage: scripts/fresh-machine-check.sh [--omit PKG] [--study-only] [--full-study] [--keep]" >&2; exit 2 ;;
   esac
 done
 [ "$(id -u)" = 0 ] || { echo "fresh-machine-check: must run as root (debootstrap, chroot, mount)" >&2; exit 2; }
@@ -50,12 +52,14 @@ MICRO=(--set pretrain.tokens=12000 --set pretrain.check_prompts=0
        --set reward.epochs=2 --set reward.pairs_per_update=64
        --set ppo.iterations=2 --set ppo.interrupt_iteration=1
        --set limits.max_response=32 --set limits.max_context=288)
+[ $FULL_STUDY = 1 ] && MICRO=()
 
 # The README's two commands: the first two command lines of its first code block.
 mapfile -t COMMANDS < <(awk '/^```/{n++; next} n==1' README.md | sed -e 's/[[:space:]]*#.*$//' | grep -v '^[[:space:]]*$' | head -2)
 [ ${#COMMANDS[@]} = 2 ] || { echo "fresh-machine-check: README.md's first code block does not hold two commands" >&2; exit 1; }
 STUDY_CMD=${COMMANDS[0]} TEST_CMD=${COMMANDS[1]}
-echo "fresh-machine-check: README's commands: '$STUDY_CMD' and '$TEST_CMD' (commit $(git rev-parse --short HEAD))"
+COMMIT=$(git rev-parse --short HEAD)
+echo "fresh-machine-check: README's commands: '$STUDY_CMD' and '$TEST_CMD' (commit $COMMIT)"
 
 if ! command -v debootstrap >/dev/null; then
   echo "fresh-machine-check: installing debootstrap on this machine (the check's own tool)"
@@ -124,8 +128,11 @@ done < <(env)
 
 # The repository: what is committed, nothing beside it.
 mkdir -p "$ROOT/root/ppolab"
-git archive HEAD | tar -x -C "$ROOT/root/ppolab"
+git archive "$COMMIT" | tar -x -C "$ROOT/root/ppolab"
 
+# The root is a mount point, as / is on a real machine (tests that make a
+# private mount namespace change the propagation of /, which needs one).
+bind "$ROOT" "$ROOT"
 mount -t proc proc "$ROOT/proc"; MOUNTS+=("$ROOT/proc")
 mount -t sysfs sysfs "$ROOT/sys"; MOUNTS+=("$ROOT/sys")
 bind /dev "$ROOT/dev"
@@ -161,5 +168,5 @@ if [ $status = 0 ] && [ $STUDY_ONLY = 0 ]; then
   echo "   test command: ${test_s} s (exit $status)"
 fi
 echo "fresh-machine-check: $([ $status = 0 ] && echo passed || echo FAILED) in $((SECONDS - t0)) s" \
-     "(study command ${study_s:-—} s, test command ${test_s:-—} s, commit $(git rev-parse --short HEAD))"
+     "(study command ${study_s:-—} s, test command ${test_s:-—} s, commit $COMMIT)"
 exit $status

@@ -32,8 +32,11 @@ if [[ $QUICK == 0 ]]; then
   read -r t f s < <(count "$LOGS/asan") || { t=0; f=0; s=0; status=1; }
   total=$((total + t)); failed=$((failed + f)); skipped=$((skipped + s))
   echo "== fuzzing, 10 s per target"
-  scripts/fuzz.sh 10 2>&1 | tee "$LOGS/fuzz" || status=1
+  fuzz_ok=1
+  scripts/fuzz.sh 10 2>&1 | tee "$LOGS/fuzz" || { status=1; fuzz_ok=0; }
   t=$(grep -c '^fuzz .*: ' "$LOGS/fuzz" || true); f=$(grep -c '^fuzz .*: FAILED' "$LOGS/fuzz" || true)
+  # A fuzz build that failed ran no target: it counts as one failure.
+  if [[ $fuzz_ok == 0 && $f == 0 ]]; then t=$((t + 1)); f=1; fi
   total=$((total + t)); failed=$((failed + f))
 fi
 [[ $failed == 0 ]] || status=1
