@@ -419,3 +419,116 @@ TEST(Names, CandidateIdsArePrintableButTextsMayHoldNewlines) {
     j["pairs"][0]["a"]["text"] = "answer\nover lines";
     EXPECT_EQ(parse_candidates(j.dump(), "c.json").pairs[0].prompt, "line one\nline two\ttabbed");
 }
+
+TEST_F(Session, ConsentRefusesUnprintableNames) {
+    VoteSession s = make();
+    auto consent = [&](const std::string& name) {
+        return error_of([&] { s.consent({{"participant", name}, {"consent", true}, {"human_attestation", true}}); });
+    };
+    for (const auto& [name, what] : std::vector<std::pair<std::string, std::string>>{
+             {std::string("a\nb\0c", 5), "U+000A at byte 1"},
+             {std::string("ab\0c", 4), "U+0000 at byte 2"},
+             {"a\x7f", "U+007F"},
+             {"a\xC2\x80", "U+0080"},
+             {"a\xFF" "b", "is not valid UTF-8 (at byte 1)"},  // only C++ callers can pass these: JSON cannot hold them
+             {"\tada", "U+0009 at byte 0"},
+             {std::string(201, 'x'), "is 201 bytes long"}}) {
+        const std::string m = consent(name);
+        EXPECT_NE(m.find("consent: field 'participant' must be printable UTF-8 text"), std::string::npos) << m;
+        EXPECT_NE(m.find(what), std::string::npos) << m;
+    }
+    EXPECT_ERROR(s.consent({{"participant", 7}, {"consent", true}, {"human_attestation", true}}),
+                 "field 'participant' must be a string");
+    EXPECT_ERROR(s.consent({{"consent", true}, {"human_attestation", true}}), "a participant name is required");
+    EXPECT_FALSE(fs::exists(out));
+    json st = s.consent({{"participant", "  " + std::string(200, 'y') + " "}, {"consent", true}, {"human_attestation", true}});
+    EXPECT_EQ(st["participant"], std::string(200, 'y'));
+}
+
+TEST(Http, SingleHeadersAppearOnce) {
+    const std::string get = "GET / HTTP/1.1\r\n";
+    EXPECT_ERROR(parse_http_request(get + "Host: evil.example\r\nHost: 127.0.0.1:80\r\n\r\n"),
+                 "HTTP header 'Host' appears more than once");
+    EXPECT_ERROR(parse_http_request(get + "Host: 127.0.0.1:80\r\nhOsT: evil.example\r\n\r\n"),
+                 "HTTP header 'Host' appears more than once");
+    EXPECT_ERROR(parse_http_request("POST / HTTP/1.1\r\nContent-Length: 2\r\ncontent-length: 2\r\n\r\n{}"),
+                 "HTTP header 'Content-Length' appears more than once");
+    EXPECT_ERROR(parse_http_request(get + "Origin: a\r\nOrigin: b\r\n\r\n"), "'Origin' appears more than once");
+    EXPECT_ERROR(parse_http_request(get + "Content-Type: a\r\nContent-Type: b\r\n\r\n"),
+                 "'Content-Type' appears more than once");
+    EXPECT_ERROR(parse_http_request(get + "Sec-Fetch-Site: none\r\nSec-Fetch-Site: cross-site\r\n\r\n"),
+                 "'Sec-Fetch-Site' appears more than once");
+    // other headers may repeat
+    EXPECT_TRUE(parse_http_request(get + "Accept: a\r\nAccept: b\r\n\r\n").has_value());
+    // a header name with a space, a folded line, a control character, a bad target or method
+    EXPECT_ERROR(parse_http_request(get + "Host : evil.example\r\n\r\n"), "header line is malformed");
+    EXPECT_ERROR(parse_http_request(get + "Host: a\r\n  folded\r\n\r\n"), "header line is malformed");
+    EXPECT_ERROR(parse_http_request(get + std::string("X-A: a\0b\r\n\r\n", 12)), "control character");
+    EXPECT_ERROR(parse_http_request(get + "X-A: a\nHost: evil\r\n\r\n"), "control character");
+    EXPECT_ERROR(parse_http_request(get + "Host: \xFF\r\n\r\n"), "'Host' must be printable ASCII");
+    EXPECT_ERROR(parse_http_request("GET /\xFF HTTP/1.1\r\n\r\n"), "request target");
+    EXPECT_ERROR(parse_http_request("GET x HTTP/1.1\r\n\r\n"), "request target");
+    EXPECT_ERROR(parse_http_request("G(T / HTTP/1.1\r\n\r\n"), "method is not a token");
+    auto r = parse_http_request(get + "Sec-Fetch-Site: Cross-Site\r\nContent-Type: Application/JSON; Charset=UTF-8\r\n\r\n");
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->sec_fetch_site, "cross-site");
+    EXPECT_EQ(r->content_type, "application/json; charset=utf-8");
+}
+
+TEST(Http, JsonContentTypeExactly) {
+    EXPECT_TRUE(is_json_content_type("application/json"));
+    EXPECT_TRUE(is_json_content_type("application/json; charset=utf-8"));
+    EXPECT_TRUE(is_json_content_type("application/json;charset=\"utf-8\""));
+    EXPECT_FALSE(is_json_content_type("application/jsonx"));
+    EXPECT_FALSE(is_json_content_type("application/json-patch+json"));
+    EXPECT_FALSE(is_json_content_type("application/json; charset=latin1"));
+    EXPECT_FALSE(is_json_content_type("application/json; charset=utf-8; x=1"));
+    EXPECT_FALSE(is_json_content_type("application/json;"));
+    EXPECT_FALSE(is_json_content_type("text/plain; application/json"));
+    EXPECT_FALSE(is_json_content_type(""));
+}
+
+TEST_F(Session, HttpRefusesForeignSitesAndTypes) {
+    VoteSession s = make();
+    const std::string host = "127.0.0.1:8000";
+    auto post = [&](std::string type, std::string sec_fetch_site, std::string origin = "",
+                    std::string body = R"({"participant":"ada","consent":true,"human_attestation":true})") {
+        HttpRequest r;
+        r.method = "POST";
+        r.target = "/api/consent";
+        r.host = host;
+        r.content_type = type;
+        r.sec_fetch_site = sec_fetch_site;
+        r.origin = origin;
+        r.body = body;
+        return handle_vote_request(s, r, 8000);
+    };
+    HttpResponse r = post("application/jsonx", "");
+    EXPECT_EQ(r.status, 415);
+    EXPECT_NE(r.body.find("application/jsonx"), std::string::npos) << r.body;
+    EXPECT_EQ(post("application/json; charset=latin1", "").status, 415);
+    r = post("application/json", "cross-site");
+    EXPECT_EQ(r.status, 403);
+    EXPECT_NE(r.body.find("cross-site request refused (Sec-Fetch-Site 'cross-site')"), std::string::npos) << r.body;
+    EXPECT_EQ(post("application/json", "same-site").status, 403);
+    EXPECT_EQ(post("application/json", "cross-site", "http://127.0.0.1:8000").status, 403);
+    EXPECT_EQ(post("application/json", "same-origin", "http://evil.example").status, 403);
+    r = post("application/json", "", "", R"({"participant":"a\nb","consent":true,"human_attestation":true})");
+    EXPECT_EQ(r.status, 409);
+    EXPECT_NE(r.body.find("field 'participant' must be printable UTF-8 text"), std::string::npos) << r.body;
+    r = post("application/json", "", "", "{\"participant\":\"a\xFF\",\"consent\":true,\"human_attestation\":true}");
+    EXPECT_EQ(r.status, 400);
+    EXPECT_NE(r.body.find("UTF-8"), std::string::npos) << r.body;
+    EXPECT_FALSE(fs::exists(out));
+    r = post("application/json; charset=utf-8", "same-origin", "http://localhost:8000");
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_TRUE(fs::exists(out));
+    // a Host that is not text is refused, and the answer is still valid JSON
+    HttpRequest g;
+    g.method = "GET";
+    g.target = "/";
+    g.host = "\xFF\xFE";
+    r = handle_vote_request(s, g, 8000);
+    EXPECT_EQ(r.status, 421);
+    EXPECT_NO_THROW((void)json::parse(r.body));
+}
