@@ -17,7 +17,6 @@ using feedback_detail::kMaxNameBytes;
 using feedback_detail::kMaxNoteBytes;
 using feedback_detail::nonempty_string;
 using feedback_detail::printable_string;
-using feedback_detail::shown;
 
 const char* vote_choice_name(VoteChoice c) {
     switch (c) {
@@ -34,7 +33,7 @@ VoteChoice parse_vote_choice(std::string_view text, std::string_view where) {
     if (text == "b") return VoteChoice::b;
     if (text == "tie") return VoteChoice::tie;
     if (text == "reject") return VoteChoice::reject;
-    fail(where, ": field 'choice' must be one of a, b, tie, reject; got ", shown(text));
+    fail(where, ": field 'choice' must be one of a, b, tie, reject; got ", feedback_detail::shown(text));
 }
 
 bool is_utc_timestamp(std::string_view t) {
@@ -109,7 +108,7 @@ VoteFile parse_votes(std::string_view bytes, std::string_view where) {
             v.consent_timestamp = json_string(j, "consent_timestamp", file);
             if (!is_utc_timestamp(v.consent_timestamp))
                 fail(file, ": field 'consent_timestamp' must be a UTC ISO 8601 time (YYYY-MM-DDTHH:MM:SSZ), got ",
-                     shown(v.consent_timestamp));
+                     feedback_detail::shown(v.consent_timestamp));
         }
     } else if (v.feedback_kind == "ai") {
         if (j.contains("participant")) fail(file, ": an AI vote file names a 'labeler', not a 'participant'");
@@ -129,16 +128,16 @@ VoteFile parse_votes(std::string_view bytes, std::string_view where) {
         if (v.labeler.find_first_not_of(' ') == std::string::npos)
             fail(file, ": AI preferences must identify their labeler: field 'labeler' is empty");
     } else {
-        fail(file, ": field 'feedback_kind' must be \"human\" or \"ai\", got ", shown(v.feedback_kind));
+        fail(file, ": field 'feedback_kind' must be \"human\" or \"ai\", got ", feedback_detail::shown(v.feedback_kind));
     }
     v.checkpoint_sha256 = json_string(j, "checkpoint_sha256", file);
     if (!is_sha256_hex(v.checkpoint_sha256))
-        fail(file, ": field 'checkpoint_sha256' must be 64 lowercase hex digits, got ", shown(v.checkpoint_sha256));
+        fail(file, ": field 'checkpoint_sha256' must be 64 lowercase hex digits, got ", feedback_detail::shown(v.checkpoint_sha256));
     if (j.contains("candidate_file_sha256")) {
         v.candidate_file_sha256 = json_string(j, "candidate_file_sha256", file);
         if (!is_sha256_hex(v.candidate_file_sha256))
             fail(file, ": field 'candidate_file_sha256' must be 64 lowercase hex digits, got ",
-                 shown(v.candidate_file_sha256));
+                 feedback_detail::shown(v.candidate_file_sha256));
     }
     if (j.contains("created_by")) v.created_by = printable_string(j, "created_by", file, kMaxNoteBytes);
 
@@ -156,7 +155,7 @@ VoteFile parse_votes(std::string_view bytes, std::string_view where) {
         vote.timestamp = json_string(e, "timestamp", at);
         if (!is_utc_timestamp(vote.timestamp))
             fail(at, ": field 'timestamp' must be a UTC ISO 8601 time (YYYY-MM-DDTHH:MM:SS[.fff]Z), got ",
-                 shown(vote.timestamp));
+                 feedback_detail::shown(vote.timestamp));
         if (!seen.insert(vote.pair_id).second)
             fail(at, ": duplicate participant vote: '", v.who(), "' already voted on pair '", vote.pair_id,
                  "' in this file");
