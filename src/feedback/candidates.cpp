@@ -10,7 +10,10 @@
 namespace ppolab {
 
 using feedback_detail::check_fields;
+using feedback_detail::check_printable_text;
+using feedback_detail::kMaxIdBytes;
 using feedback_detail::nonempty_string;
+using feedback_detail::shown;
 
 const CandidatePair* CandidateFile::find(std::string_view id) const {
     auto it = index.find(std::string(id));
@@ -44,7 +47,7 @@ CandidateResponse parse_response(const json& j, const std::string& at) {
     }
     r.finish_reason = json_string(j, "finish_reason", at);
     if (r.finish_reason != "eos" && r.finish_reason != "length")
-        fail(at, ": field 'finish_reason' must be \"eos\" or \"length\", got \"", r.finish_reason, "\"");
+        fail(at, ": field 'finish_reason' must be \"eos\" or \"length\", got ", shown(r.finish_reason));
     return r;
 }
 
@@ -60,7 +63,7 @@ CandidateFile parse_candidates(std::string_view bytes, std::string_view where) {
     CandidateFile c;
     c.checkpoint_sha256 = json_string(j, "checkpoint_sha256", file);
     if (!is_sha256_hex(c.checkpoint_sha256))
-        fail(file, ": field 'checkpoint_sha256' must be 64 lowercase hex digits, got \"", c.checkpoint_sha256, "\"");
+        fail(file, ": field 'checkpoint_sha256' must be 64 lowercase hex digits, got ", shown(c.checkpoint_sha256));
     if (j.contains("source")) {
         if (!j["source"].is_object()) fail(file, ": field 'source' must be an object, got ", j["source"].type_name());
         c.source = j["source"];
@@ -78,10 +81,12 @@ CandidateFile parse_candidates(std::string_view bytes, std::string_view where) {
         check_fields(p, {"id", "split", "prompt_id", "prompt", "a", "b"}, {}, at);
         CandidatePair pair;
         pair.id = nonempty_string(p, "id", at);
+        check_printable_text(pair.id, "id", at, kMaxIdBytes);  // shown on the voting page
         pair.split = json_string(p, "split", at);
         if (pair.split != "train" && pair.split != "validation" && pair.split != "test")
-            fail(at, ": field 'split' must be train, validation or test, got \"", pair.split, "\"");
+            fail(at, ": field 'split' must be train, validation or test, got ", shown(pair.split));
         pair.prompt_id = nonempty_string(p, "prompt_id", at);
+        check_printable_text(pair.prompt_id, "prompt_id", at, kMaxIdBytes);
         pair.prompt = nonempty_string(p, "prompt", at);
         pair.a = parse_response(p["a"], at + ".a");
         pair.b = parse_response(p["b"], at + ".b");

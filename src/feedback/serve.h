@@ -8,16 +8,32 @@
 // The server is a small single-threaded HTTP/1.1 loop on POSIX sockets
 // (poll over the listening socket and the open connections, one request per
 // connection), bound to 127.0.0.1 only. It answers requests whose Host is
-// 127.0.0.1 or localhost on its port (no DNS rebinding) and POSTs only with
-// Content-Type application/json from the same origin (no cross-site form
-// posts). The page is one self-contained HTML document (inline CSS and JS)
-// that talks to a small JSON API:
+// 127.0.0.1 or localhost on its port (no DNS rebinding; a second Host,
+// Origin, Content-Type, Content-Length or Sec-Fetch-Site header is a 400) and
+// POSTs only with Content-Type exactly application/json (optionally
+// "; charset=utf-8", else 415) from the same origin: a foreign Origin, or a
+// Sec-Fetch-Site other than same-origin or none, is a 403 (no cross-site
+// form posts).
+//
+// No client can shut the page off: every socket is non-blocking; a
+// connection must deliver its request header within kServeHeaderDeadline of
+// being accepted (one that sent nothing is then closed, a partial one gets a
+// 408), its whole request within kServeRequestDeadline, and, once its first
+// byte came, at least kServeMinBytesPerSecond on average after
+// kServeRateGrace (a slow-loris gets a 408); answers are written from a
+// bounded per-connection buffer as the client reads them, within
+// kServeSendDeadline. When all kServeMaxConnections slots are taken a new
+// connection is still accepted: the one that matters least is closed for it
+// (finished ones, then those that sent nothing, then partial requests, then
+// unread answers; the oldest first). The page is one self-contained HTML
+// document (inline CSS and JS) that talks to a small JSON API:
 //
 //   GET  /            the page
 //   GET  /api/state   {consented, participant, total, voted, out, pair: {id, prompt, a, b} | null}
 //   POST /api/consent {participant, consent: true, human_attestation: true} → state
 //   POST /api/vote    {pair_id, choice} (the pair the state offers) → state
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -63,13 +79,31 @@ private:
 
 struct HttpRequest {
     std::string method, target;               // "GET", "/api/state"
-    std::string host, origin, content_type;   // header values ("" when absent)
+    std::string host, origin;                 // header values ("" when absent)
+    std::string content_type, sec_fetch_site; // lowercased ("" when absent)
     std::string body;
 };
 inline constexpr size_t kHttpMaxHeader = 16 * 1024, kHttpMaxBody = 64 * 1024;
+inline constexpr size_t kHttpMaxResponse = 1024 * 1024;  // a longer answer becomes a 500
 // A complete request in `bytes`, nullopt while more bytes are needed; Error
-// when malformed or over the limits above.
+// when malformed (a method that is not a token, a target that is not a
+// visible-ASCII path, a header name with spaces, a control character in a
+// header line, a second Host/Origin/Content-Type/Content-Length/
+// Sec-Fetch-Site) or over the limits above.
 std::optional<HttpRequest> parse_http_request(std::string_view bytes);
+// `lowered` (a lowercased Content-Type value) is application/json, with at
+// most the parameter charset=utf-8.
+bool is_json_content_type(std::string_view lowered);
+
+// The connection rules of serve_votes (see the top of this file).
+inline constexpr size_t kServeMaxConnections = 64;
+inline constexpr std::chrono::milliseconds kServeHeaderDeadline{5000};   // from accept to the header's end
+inline constexpr std::chrono::milliseconds kServeRequestDeadline{10000}; // from accept to the body's end
+inline constexpr std::chrono::milliseconds kServeRateGrace{1000};        // after the first byte
+inline constexpr int64_t kServeMinBytesPerSecond = 1024;                 // average, after the grace
+inline constexpr std::chrono::milliseconds kServeSendDeadline{10000};    // to write the answer
+inline constexpr std::chrono::milliseconds kServeDrainTime{1000};        // then, to read what follows until EOF
+inline constexpr size_t kServeSocketSendBuffer = 128 * 1024;             // SO_SNDBUF of each connection
 
 struct HttpResponse {
     int status = 200;
@@ -87,7 +121,9 @@ struct ServeOptions {
     fs::path out;
     int port = 8765;  // 0: any free port (the URL printed says which)
 };
-// Serves until SIGINT or SIGTERM; prints "serving http://127.0.0.1:PORT/".
+// Serves until SIGINT or SIGTERM (the handlers in place before come back
+// afterwards); prints "serving http://127.0.0.1:PORT/". Every descriptor is
+// owned, so an exception leaves none open.
 void serve_votes(const ServeOptions& options);
 
 }  // namespace ppolab

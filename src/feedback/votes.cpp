@@ -12,7 +12,11 @@
 namespace ppolab {
 
 using feedback_detail::check_fields;
+using feedback_detail::kMaxIdBytes;
+using feedback_detail::kMaxNameBytes;
+using feedback_detail::kMaxNoteBytes;
 using feedback_detail::nonempty_string;
+using feedback_detail::printable_string;
 
 const char* vote_choice_name(VoteChoice c) {
     switch (c) {
@@ -29,7 +33,7 @@ VoteChoice parse_vote_choice(std::string_view text, std::string_view where) {
     if (text == "b") return VoteChoice::b;
     if (text == "tie") return VoteChoice::tie;
     if (text == "reject") return VoteChoice::reject;
-    fail(where, ": field 'choice' must be one of a, b, tie, reject; got \"", text, "\"");
+    fail(where, ": field 'choice' must be one of a, b, tie, reject; got ", feedback_detail::shown(text));
 }
 
 bool is_utc_timestamp(std::string_view t) {
@@ -97,14 +101,14 @@ VoteFile parse_votes(std::string_view bytes, std::string_view where) {
                      {"consent_timestamp", "candidate_file_sha256", "created_by"}, file);
         v.consent = true;
         v.human_attestation = true;
-        v.participant = json_string(j, "participant", file);
-        if (v.participant.find_first_not_of(" \t\r\n") == std::string::npos)
+        v.participant = printable_string(j, "participant", file, kMaxNameBytes);
+        if (v.participant.find_first_not_of(' ') == std::string::npos)
             fail(file, ": human votes must name their participant: field 'participant' is empty");
         if (j.contains("consent_timestamp")) {
             v.consent_timestamp = json_string(j, "consent_timestamp", file);
             if (!is_utc_timestamp(v.consent_timestamp))
-                fail(file, ": field 'consent_timestamp' must be a UTC ISO 8601 time (YYYY-MM-DDTHH:MM:SSZ), got \"",
-                     v.consent_timestamp, "\"");
+                fail(file, ": field 'consent_timestamp' must be a UTC ISO 8601 time (YYYY-MM-DDTHH:MM:SSZ), got ",
+                     feedback_detail::shown(v.consent_timestamp));
         }
     } else if (v.feedback_kind == "ai") {
         if (j.contains("participant")) fail(file, ": an AI vote file names a 'labeler', not a 'participant'");
@@ -120,22 +124,22 @@ VoteFile parse_votes(std::string_view bytes, std::string_view where) {
         check_fields(j, {"format", "feedback_kind", "checkpoint_sha256", "labeler", "human_attestation",
                          "candidate_file_sha256", "votes"},
                      {"consent", "created_by"}, file);
-        v.labeler = json_string(j, "labeler", file);
-        if (v.labeler.find_first_not_of(" \t\r\n") == std::string::npos)
+        v.labeler = printable_string(j, "labeler", file, kMaxNameBytes);
+        if (v.labeler.find_first_not_of(' ') == std::string::npos)
             fail(file, ": AI preferences must identify their labeler: field 'labeler' is empty");
     } else {
-        fail(file, ": field 'feedback_kind' must be \"human\" or \"ai\", got \"", v.feedback_kind, "\"");
+        fail(file, ": field 'feedback_kind' must be \"human\" or \"ai\", got ", feedback_detail::shown(v.feedback_kind));
     }
     v.checkpoint_sha256 = json_string(j, "checkpoint_sha256", file);
     if (!is_sha256_hex(v.checkpoint_sha256))
-        fail(file, ": field 'checkpoint_sha256' must be 64 lowercase hex digits, got \"", v.checkpoint_sha256, "\"");
+        fail(file, ": field 'checkpoint_sha256' must be 64 lowercase hex digits, got ", feedback_detail::shown(v.checkpoint_sha256));
     if (j.contains("candidate_file_sha256")) {
         v.candidate_file_sha256 = json_string(j, "candidate_file_sha256", file);
         if (!is_sha256_hex(v.candidate_file_sha256))
-            fail(file, ": field 'candidate_file_sha256' must be 64 lowercase hex digits, got \"",
-                 v.candidate_file_sha256, "\"");
+            fail(file, ": field 'candidate_file_sha256' must be 64 lowercase hex digits, got ",
+                 feedback_detail::shown(v.candidate_file_sha256));
     }
-    if (j.contains("created_by")) v.created_by = json_string(j, "created_by", file);
+    if (j.contains("created_by")) v.created_by = printable_string(j, "created_by", file, kMaxNoteBytes);
 
     const json& votes = j["votes"];
     if (!votes.is_array()) fail(file, ": field 'votes' must be an array, got ", votes.type_name());
@@ -146,11 +150,12 @@ VoteFile parse_votes(std::string_view bytes, std::string_view where) {
         check_fields(e, {"pair_id", "choice", "timestamp"}, {}, at);
         Vote vote;
         vote.pair_id = nonempty_string(e, "pair_id", at);
+        feedback_detail::check_printable_text(vote.pair_id, "pair_id", at, kMaxIdBytes);
         vote.choice = parse_vote_choice(json_string(e, "choice", at), at);
         vote.timestamp = json_string(e, "timestamp", at);
         if (!is_utc_timestamp(vote.timestamp))
-            fail(at, ": field 'timestamp' must be a UTC ISO 8601 time (YYYY-MM-DDTHH:MM:SS[.fff]Z), got \"",
-                 vote.timestamp, "\"");
+            fail(at, ": field 'timestamp' must be a UTC ISO 8601 time (YYYY-MM-DDTHH:MM:SS[.fff]Z), got ",
+                 feedback_detail::shown(vote.timestamp));
         if (!seen.insert(vote.pair_id).second)
             fail(at, ": duplicate participant vote: '", v.who(), "' already voted on pair '", vote.pair_id,
                  "' in this file");

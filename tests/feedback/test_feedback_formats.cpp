@@ -2,7 +2,9 @@
 // parsers (every field checked, no crash on bad bytes), timestamps, the
 // seeded split, collect_votes's rules on a synthetic candidate file, the
 // rubric labeller's choice, the voting session (consent, votes, continuing
-// an earlier file, refusals) and the HTTP request parser and routes.
+// an earlier file, refusals), the HTTP request parser and routes, and the
+// hostile-input rules: printable names, single headers, exact content type,
+// fetch metadata. (The live server under a flood: serve_hostile.py.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,9 +12,12 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "data/rubric.h"
 #include "feedback/candidates.h"
+#include "feedback/fields.h"
 #include "feedback/label_ai.h"
 #include "feedback/serve.h"
 #include "feedback/votes.h"
@@ -325,4 +330,205 @@ TEST_F(Session, HttpRoutesAndGuards) {
     v = handle_vote_request(s, req("POST", "/api/vote", host, R"({"pair_id":"p0","choice":"a"})"), 8000);
     EXPECT_EQ(v.status, 200);
     EXPECT_EQ(json::parse(v.body)["voted"], 1);
+}
+
+// ---- hostile input: names, duplicate headers, content types, fetch metadata ----
+
+TEST(Names, PrintableTextRule) {
+    using feedback_detail::printable_text_problem;
+    EXPECT_EQ(printable_text_problem("Ada Lovelace"), "");
+    EXPECT_EQ(printable_text_problem("Zoë 山田 \xF0\x9F\x98\x80"), "");  // é, CJK, an emoji: valid UTF-8
+    EXPECT_EQ(printable_text_problem(""), "");
+    EXPECT_EQ(printable_text_problem("a\nb"), "holds the control character U+000A at byte 1");
+    EXPECT_EQ(printable_text_problem(std::string("ab\0c", 4)), "holds the control character U+0000 at byte 2");
+    EXPECT_EQ(printable_text_problem("\tx"), "holds the control character U+0009 at byte 0");
+    EXPECT_EQ(printable_text_problem("a\x7f"), "holds the control character U+007F at byte 1");
+    EXPECT_EQ(printable_text_problem("a\xC2\x85"), "holds the control character U+0085 at byte 1");   // C1 NEL
+    EXPECT_EQ(printable_text_problem("\xE2\x80\xAE" "abc"), "holds the bidirectional control U+202E at byte 0");
+    EXPECT_EQ(printable_text_problem("a\xE2\x80\xA8"), "holds the line separator U+2028 at byte 1");
+    EXPECT_EQ(printable_text_problem("a\xFF"), "is not valid UTF-8 (at byte 1)");
+    EXPECT_EQ(printable_text_problem("\xC0\xAF"), "is not valid UTF-8 (at byte 0)");            // overlong '/'
+    EXPECT_EQ(printable_text_problem("x\xE0\x80\xAF"), "is not valid UTF-8 (at byte 1)");       // overlong, 3 bytes
+    EXPECT_EQ(printable_text_problem("\xED\xA0\x80"), "is not valid UTF-8 (at byte 0)");        // a surrogate
+    EXPECT_EQ(printable_text_problem("\xF4\x90\x80\x80"), "is not valid UTF-8 (at byte 0)");    // over U+10FFFF
+    EXPECT_EQ(printable_text_problem("ab\xE2\x82"), "is not valid UTF-8 (at byte 2)");          // cut short
+    EXPECT_EQ(printable_text_problem("\x80"), "is not valid UTF-8 (at byte 0)");                // a lone continuation
+    // the message never carries the bytes themselves (a NUL would cut it)
+    const std::string m = error_of([] { feedback_detail::check_printable_text(std::string("a\0b", 3), "participant", "v.json", 200); });
+    EXPECT_EQ(m, "v.json: field 'participant' must be printable UTF-8 text of at most 200 bytes (no control characters); "
+                 "it holds the control character U+0000 at byte 1");
+    EXPECT_ERROR(feedback_detail::check_printable_text(std::string(201, 'x'), "labeler", "ai.json", 200),
+                 "ai.json: field 'labeler' must be printable UTF-8 text of at most 200 bytes (no control characters); "
+                 "it is 201 bytes long");
+    EXPECT_NO_THROW(feedback_detail::check_printable_text(std::string(200, 'x'), "labeler", "ai.json", 200));
+}
+
+TEST(Names, VoteFilesRefuseUnprintableNames) {
+    const json c = candidates_json(3);
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {std::string("a\nb\0c", 5), "U+000A at byte 1"}, {std::string("ab\0c", 4), "U+0000 at byte 2"},
+        {"a\x7f" "b", "U+007F at byte 1"},             {"a\xC2\x9B" "b", "U+009B at byte 1"},
+        {std::string(201, 'n'), "is 201 bytes long"}};
+    for (const auto& [name, what] : bad) {
+        json h = human_votes(c);
+        h["participant"] = name;
+        const std::string m = error_of([&] { parse_votes(h.dump(), "v.json"); });
+        EXPECT_NE(m.find("v.json: field 'participant' must be printable UTF-8 text"), std::string::npos) << m;
+        EXPECT_NE(m.find(what), std::string::npos) << m;
+        EXPECT_EQ(m.find('\0'), std::string::npos);
+    }
+    // invalid UTF-8 cannot even be read as JSON: the parser names the file and the byte
+    std::string bytes = human_votes(c).dump();
+    bytes.replace(bytes.find("\"ada\""), 5, "\"a\xFF" "da\"");
+    EXPECT_ERROR(parse_votes(bytes, "v.json"), "v.json: not valid JSON");
+    EXPECT_ERROR(parse_votes(bytes, "v.json"), "UTF-8");
+    // an AI file's labeler, a vote's pair id and created_by follow the same rule
+    json ai = human_votes(c, "tie");
+    ai.erase("participant");
+    ai.erase("consent");
+    ai["feedback_kind"] = "ai";
+    ai["labeler"] = "rubric\r\nX-Injected: 1";
+    ai["human_attestation"] = false;
+    ai["candidate_file_sha256"] = kSha;
+    EXPECT_ERROR(parse_votes(ai.dump(), "ai.json"), "ai.json: field 'labeler' must be printable UTF-8 text");
+    json h = human_votes(c);
+    h["votes"][1]["pair_id"] = std::string("p1\0", 3);
+    EXPECT_ERROR(parse_votes(h.dump(), "v.json"), "v.json: votes[1]: field 'pair_id' must be printable UTF-8 text");
+    h = human_votes(c);
+    h["created_by"] = "serve\x1b[31m";
+    EXPECT_ERROR(parse_votes(h.dump(), "v.json"), "v.json: field 'created_by' must be printable UTF-8 text");
+    // a value echoed in a message is escaped, not cut at its NUL
+    h = human_votes(c);
+    h["votes"][0]["choice"] = std::string("a\0b", 3);
+    EXPECT_ERROR(parse_votes(h.dump(), "v.json"), "must be one of a, b, tie, reject; got \"a\\u0000b\"");
+    // names people really have are kept as they are
+    h = human_votes(c);
+    h["participant"] = "Zoë O'Brien-山田";
+    EXPECT_EQ(parse_votes(h.dump(), "v.json").participant, "Zoë O'Brien-山田");
+}
+
+TEST(Names, CandidateIdsArePrintableButTextsMayHoldNewlines) {
+    json j = candidates_json(2);
+    j["pairs"][1]["id"] = "p1\n<b>";
+    EXPECT_ERROR(parse_candidates(j.dump(), "c.json"), "c.json: pairs[1]: field 'id' must be printable UTF-8 text");
+    j = candidates_json(2);
+    j["pairs"][0]["prompt_id"] = std::string("OH\0", 3);
+    EXPECT_ERROR(parse_candidates(j.dump(), "c.json"), "c.json: pairs[0]: field 'prompt_id' must be printable UTF-8 text");
+    j = candidates_json(2);
+    j["pairs"][0]["prompt"] = "line one\nline two\ttabbed";
+    j["pairs"][0]["a"]["text"] = "answer\nover lines";
+    EXPECT_EQ(parse_candidates(j.dump(), "c.json").pairs[0].prompt, "line one\nline two\ttabbed");
+}
+
+TEST_F(Session, ConsentRefusesUnprintableNames) {
+    VoteSession s = make();
+    auto consent = [&](const std::string& name) {
+        return error_of([&] { s.consent({{"participant", name}, {"consent", true}, {"human_attestation", true}}); });
+    };
+    for (const auto& [name, what] : std::vector<std::pair<std::string, std::string>>{
+             {std::string("a\nb\0c", 5), "U+000A at byte 1"},
+             {std::string("ab\0c", 4), "U+0000 at byte 2"},
+             {"a\x7f", "U+007F"},
+             {"a\xC2\x80", "U+0080"},
+             {"a\xFF" "b", "is not valid UTF-8 (at byte 1)"},  // only C++ callers can pass these: JSON cannot hold them
+             {"\tada", "U+0009 at byte 0"},
+             {std::string(201, 'x'), "is 201 bytes long"}}) {
+        const std::string m = consent(name);
+        EXPECT_NE(m.find("consent: field 'participant' must be printable UTF-8 text"), std::string::npos) << m;
+        EXPECT_NE(m.find(what), std::string::npos) << m;
+    }
+    EXPECT_ERROR(s.consent({{"participant", 7}, {"consent", true}, {"human_attestation", true}}),
+                 "field 'participant' must be a string");
+    EXPECT_ERROR(s.consent({{"consent", true}, {"human_attestation", true}}), "a participant name is required");
+    EXPECT_FALSE(fs::exists(out));
+    json st = s.consent({{"participant", "  " + std::string(200, 'y') + " "}, {"consent", true}, {"human_attestation", true}});
+    EXPECT_EQ(st["participant"], std::string(200, 'y'));
+}
+
+TEST(Http, SingleHeadersAppearOnce) {
+    const std::string get = "GET / HTTP/1.1\r\n";
+    EXPECT_ERROR(parse_http_request(get + "Host: evil.example\r\nHost: 127.0.0.1:80\r\n\r\n"),
+                 "HTTP header 'Host' appears more than once");
+    EXPECT_ERROR(parse_http_request(get + "Host: 127.0.0.1:80\r\nhOsT: evil.example\r\n\r\n"),
+                 "HTTP header 'Host' appears more than once");
+    EXPECT_ERROR(parse_http_request("POST / HTTP/1.1\r\nContent-Length: 2\r\ncontent-length: 2\r\n\r\n{}"),
+                 "HTTP header 'Content-Length' appears more than once");
+    EXPECT_ERROR(parse_http_request(get + "Origin: a\r\nOrigin: b\r\n\r\n"), "'Origin' appears more than once");
+    EXPECT_ERROR(parse_http_request(get + "Content-Type: a\r\nContent-Type: b\r\n\r\n"),
+                 "'Content-Type' appears more than once");
+    EXPECT_ERROR(parse_http_request(get + "Sec-Fetch-Site: none\r\nSec-Fetch-Site: cross-site\r\n\r\n"),
+                 "'Sec-Fetch-Site' appears more than once");
+    // other headers may repeat
+    EXPECT_TRUE(parse_http_request(get + "Accept: a\r\nAccept: b\r\n\r\n").has_value());
+    // a header name with a space, a folded line, a control character, a bad target or method
+    EXPECT_ERROR(parse_http_request(get + "Host : evil.example\r\n\r\n"), "header line is malformed");
+    EXPECT_ERROR(parse_http_request(get + "Host: a\r\n  folded\r\n\r\n"), "header line is malformed");
+    EXPECT_ERROR(parse_http_request(get + std::string("X-A: a\0b\r\n\r\n", 12)), "control character");
+    EXPECT_ERROR(parse_http_request(get + "X-A: a\nHost: evil\r\n\r\n"), "control character");
+    EXPECT_ERROR(parse_http_request(get + "Host: \xFF\r\n\r\n"), "'Host' must be printable ASCII");
+    EXPECT_ERROR(parse_http_request("GET /\xFF HTTP/1.1\r\n\r\n"), "request target");
+    EXPECT_ERROR(parse_http_request("GET x HTTP/1.1\r\n\r\n"), "request target");
+    EXPECT_ERROR(parse_http_request("G(T / HTTP/1.1\r\n\r\n"), "method is not a token");
+    auto r = parse_http_request(get + "Sec-Fetch-Site: Cross-Site\r\nContent-Type: Application/JSON; Charset=UTF-8\r\n\r\n");
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->sec_fetch_site, "cross-site");
+    EXPECT_EQ(r->content_type, "application/json; charset=utf-8");
+}
+
+TEST(Http, JsonContentTypeExactly) {
+    EXPECT_TRUE(is_json_content_type("application/json"));
+    EXPECT_TRUE(is_json_content_type("application/json; charset=utf-8"));
+    EXPECT_TRUE(is_json_content_type("application/json;charset=\"utf-8\""));
+    EXPECT_FALSE(is_json_content_type("application/jsonx"));
+    EXPECT_FALSE(is_json_content_type("application/json-patch+json"));
+    EXPECT_FALSE(is_json_content_type("application/json; charset=latin1"));
+    EXPECT_FALSE(is_json_content_type("application/json; charset=utf-8; x=1"));
+    EXPECT_FALSE(is_json_content_type("application/json;"));
+    EXPECT_FALSE(is_json_content_type("text/plain; application/json"));
+    EXPECT_FALSE(is_json_content_type(""));
+}
+
+TEST_F(Session, HttpRefusesForeignSitesAndTypes) {
+    VoteSession s = make();
+    const std::string host = "127.0.0.1:8000";
+    auto post = [&](std::string type, std::string sec_fetch_site, std::string origin = "",
+                    std::string body = R"({"participant":"ada","consent":true,"human_attestation":true})") {
+        HttpRequest r;
+        r.method = "POST";
+        r.target = "/api/consent";
+        r.host = host;
+        r.content_type = type;
+        r.sec_fetch_site = sec_fetch_site;
+        r.origin = origin;
+        r.body = body;
+        return handle_vote_request(s, r, 8000);
+    };
+    HttpResponse r = post("application/jsonx", "");
+    EXPECT_EQ(r.status, 415);
+    EXPECT_NE(r.body.find("application/jsonx"), std::string::npos) << r.body;
+    EXPECT_EQ(post("application/json; charset=latin1", "").status, 415);
+    r = post("application/json", "cross-site");
+    EXPECT_EQ(r.status, 403);
+    EXPECT_NE(r.body.find("cross-site request refused (Sec-Fetch-Site 'cross-site')"), std::string::npos) << r.body;
+    EXPECT_EQ(post("application/json", "same-site").status, 403);
+    EXPECT_EQ(post("application/json", "cross-site", "http://127.0.0.1:8000").status, 403);
+    EXPECT_EQ(post("application/json", "same-origin", "http://evil.example").status, 403);
+    r = post("application/json", "", "", R"({"participant":"a\nb","consent":true,"human_attestation":true})");
+    EXPECT_EQ(r.status, 409);
+    EXPECT_NE(r.body.find("field 'participant' must be printable UTF-8 text"), std::string::npos) << r.body;
+    r = post("application/json", "", "", "{\"participant\":\"a\xFF\",\"consent\":true,\"human_attestation\":true}");
+    EXPECT_EQ(r.status, 400);
+    EXPECT_NE(r.body.find("UTF-8"), std::string::npos) << r.body;
+    EXPECT_FALSE(fs::exists(out));
+    r = post("application/json; charset=utf-8", "same-origin", "http://localhost:8000");
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_TRUE(fs::exists(out));
+    // a Host that is not text is refused, and the answer is still valid JSON
+    HttpRequest g;
+    g.method = "GET";
+    g.target = "/";
+    g.host = "\xFF\xFE";
+    r = handle_vote_request(s, g, 8000);
+    EXPECT_EQ(r.status, 421);
+    EXPECT_FALSE(json::parse(r.body, nullptr, /*allow_exceptions=*/false).is_discarded()) << r.body;
 }

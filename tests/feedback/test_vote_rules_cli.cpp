@@ -270,3 +270,26 @@ TEST_F(VoteRules, WellFormedVotesTrainTheJudgeOnce) {
     EXPECT_NE(o.out.find("a run's judge learns from one source"), std::string::npos) << o.out;
     EXPECT_FALSE(fs::exists(copy / "reward" / "interrupt.json"));
 }
+
+// Names people see are printable text: valid UTF-8, no control characters,
+// at most 200 bytes; the error names the file and the field and is not cut
+// at a NUL.
+TEST_F(VoteRules, NamesArePrintableText) {
+    expect_refused({{"v.json", edited([](json& v) { v["participant"] = std::string("a\nb\0c", 5); })}},
+                   "v.json: field 'participant' must be printable UTF-8 text of at most 200 bytes (no control "
+                   "characters); it holds the control character U+000A at byte 1");
+    expect_refused({{"v.json", edited([](json& v) { v["participant"] = std::string("ab\0c", 4); })}},
+                   "v.json: field 'participant' must be printable UTF-8 text of at most 200 bytes (no control "
+                   "characters); it holds the control character U+0000 at byte 2");
+    expect_refused({{"v.json", edited([](json& v) { v["participant"] = "a\x7f" "b"; })}}, "U+007F at byte 1");
+    expect_refused({{"v.json", edited([](json& v) { v["participant"] = std::string(201, 'p'); })}},
+                   "field 'participant' must be printable UTF-8 text of at most 200 bytes (no control characters); it "
+                   "is 201 bytes long");
+    // bytes that are not UTF-8 are refused by the JSON reader, which names the file and the byte
+    std::string bytes = valid.dump(1);
+    bytes.replace(bytes.find("test participant"), 4, "te\xFFt");
+    expect_refused({{"v.json", bytes}}, "v.json: not valid JSON");
+    json ai = as_ai(valid);
+    ai["labeler"] = "labeller\n(forged line)";
+    expect_refused({{"ai.json", ai.dump()}}, "ai.json: field 'labeler' must be printable UTF-8 text", " --feedback-kind ai");
+}
