@@ -22,10 +22,16 @@
 # killed at random moments and continued with `ppolab run --resume` until it
 # finishes; all nine state files (3 stages x 3 modes) and the evaluation
 # metrics must equal an uninterrupted `ppolab run`'s.
+# With --stages concurrent (by itself too), `ppolab run` is killed once it is
+# in the judge stage, then two `ppolab run --resume` are started at once on
+# the interrupted run: one must be refused at once (exit 1..127, "RUN is in
+# use by pid P (ppolab run --resume RUN)", P the other one's pid), the other
+# must finish with the same nine state files and evaluation metrics as the
+# uninterrupted run (one process per run folder: RUN/.ppolab.lock).
 # It builds nothing: it takes the ppolab binary.
 #
 # Usage: scripts/crash_harness.sh [--bin PATH] [--work DIR] [--kills K] [--seed S]
-#            [--stages "pretrain sft reward ppo"] [--from RUN] [--set key=value]...
+#            [--stages "pretrain sft reward ppo" | study | concurrent] [--from RUN] [--set key=value]...
 #   --from RUN   reuse RUN/corpus and RUN/base (skips preparing and pretraining
 #                the prerequisites; pretrain, if asked for, still gets its own
 #                reference run)
@@ -57,15 +63,73 @@ while [ $# -gt 0 ]; do
 done
 [ -x "$BIN" ] || { echo "crash_harness: no ppolab binary at '$BIN' (build it, or give --bin)" >&2; exit 2; }
 [ -n "$WORK" ] || WORK=$(mktemp -d /tmp/ppolab-crash.XXXXXX)
+# compare_study REF RUN: the nine state files (cmp) and the evaluation
+# metrics (seconds and identity aside) of two finished studies; 0 if equal.
+compare_study() {
+  local status=0 s m
+  for s in sft reward ppo; do
+    for m in interrupt continuous resume; do
+      cmp -s "$1/$s/$m.state.gz" "$2/$s/$m.state.gz" || { echo "$s $m: state differs"; status=1; }
+    done
+  done
+  python3 - "$1/eval/metrics.json" "$2/eval/metrics.json" <<'PY' || status=1
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for x in (a, b):
+    x.pop("identity"); x.pop("seconds")
+assert a == b, "evaluation metrics differ"
+PY
+  return $status
+}
+study_reference() {  # the uninterrupted study in WORK/study-ref; sets T (seconds)
+  local t0; t0=$(date +%s)
+  "$BIN" run --out "$WORK/study-ref" "${SETS[@]}" > "$WORK/log/study-ref.log" 2>&1 || { tail -20 "$WORK/log/study-ref.log"; exit 1; }
+  T=$(( $(date +%s) - t0 ))
+  echo "reference study: $T s uninterrupted"
+}
+if [[ " $STAGES " == *" concurrent "* ]]; then
+  [ "$STAGES" = concurrent ] || { echo "crash_harness: --stages concurrent runs alone" >&2; exit 2; }
+  export PPOLAB_QUIET=1 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+  RANDOM=$SEED
+  mkdir -p "$WORK/log"
+  study_reference
+  R=$WORK/study-concurrent
+  rm -rf "$R"
+  # 1. interrupted in the judge stage: kill -9 a random 1-4 s after `ppolab reward` starts
+  "$BIN" run --out "$R" "${SETS[@]}" > "$WORK/log/concurrent-first.log" 2>&1 & pid=$!
+  while kill -0 "$pid" 2> /dev/null && ! grep -q '^>> ppolab reward --run' "$WORK/log/concurrent-first.log"; do sleep 0.2; done
+  sleep "$(python3 -c "print(1 + $((RANDOM % 3000)) / 1000)")"
+  kill -KILL "$pid" 2> /dev/null
+  { wait "$pid"; rc=$?; } 2> /dev/null
+  [ $rc -eq 137 ] || { tail -20 "$WORK/log/concurrent-first.log"; echo "crash_harness: the first run was not killed in the judge stage (exit $rc)"; exit 1; }
+  echo "  first run: killed in step: $(grep -o '^>> ppolab [a-z-]*.*--mode [a-z]*' "$WORK/log/concurrent-first.log" | tail -1 | cut -c4-)"
+  # 2. two `run --resume` at once
+  t0=$(date +%s.%N)
+  "$BIN" run --resume "$R" > "$WORK/log/concurrent-a.log" 2>&1 & pa=$!
+  "$BIN" run --resume "$R" > "$WORK/log/concurrent-b.log" 2>&1 & pb=$!
+  while kill -0 "$pa" 2> /dev/null && kill -0 "$pb" 2> /dev/null; do sleep 0.05; done
+  first_s=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$t0" "$(date +%s.%N)")
+  { wait "$pa"; rca=$?; } 2> /dev/null
+  { wait "$pb"; rcb=$?; } 2> /dev/null
+  if [ $rca -eq 0 ]; then winner=$pa loser=$pb rcl=$rcb log=$WORK/log/concurrent-b.log wlog=$WORK/log/concurrent-a.log
+  else winner=$pb loser=$pa rcl=$rca log=$WORK/log/concurrent-a.log wlog=$WORK/log/concurrent-b.log; fi
+  status=0
+  [ $rca -eq 0 ] || [ $rcb -eq 0 ] || { echo "neither resume finished (exits $rca, $rcb)"; tail -5 "$WORK/log/concurrent-a.log" "$WORK/log/concurrent-b.log"; exit 1; }
+  [ $rcl -ge 1 ] && [ $rcl -lt 128 ] || { echo "the second resume was not refused (exit $rcl)"; status=1; }
+  grep -qF "$R is in use by pid $winner (ppolab run --resume $R); wait for it to finish or stop it" "$log" \
+    || { echo "the refusal does not name the holder:"; tail -3 "$log"; status=1; }
+  python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 15 else 1)" "$first_s" || { echo "the refusal took $first_s s"; status=1; }
+  echo "  two resumes at once: pid $loser refused after $first_s s (exit $rcl: $(grep -o 'is in use by pid [0-9]*' "$log")); pid $winner finished$(grep -o ' (continuing from checkpoint.*' "$wlog" | head -1)"
+  compare_study "$WORK/study-ref" "$R" || status=1
+  echo "concurrent resumes: one refused, the other's 9 state files and evaluation metrics $([ $status -eq 0 ] && echo "bitwise equal" || echo DIFFERENT)"
+  exit $status
+fi
 if [[ " $STAGES " == *" study "* ]]; then
   [ "$STAGES" = study ] || { echo "crash_harness: --stages study runs alone" >&2; exit 2; }
   export PPOLAB_QUIET=1 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
   RANDOM=$SEED
   mkdir -p "$WORK/log"
-  t0=$(date +%s)
-  "$BIN" run --out "$WORK/study-ref" "${SETS[@]}" > "$WORK/log/study-ref.log" 2>&1 || { tail -20 "$WORK/log/study-ref.log"; exit 1; }
-  T=$(( $(date +%s) - t0 ))
-  echo "reference study: $T s uninterrupted"
+  study_reference
   R=$WORK/study-kill kills=0 attempt=0 continued=0
   while [ ! -e "$R/results.json" ]; do
     attempt=$((attempt + 1))
@@ -87,18 +151,7 @@ if [[ " $STAGES " == *" study "* ]]; then
     echo "  attempt $attempt: exit $rc in step: $(grep -o '^>> ppolab [a-z-]*' "$log" | tail -1 | cut -c11-)$(grep -o ' --mode [a-z]*' "$log" | tail -1); $(grep -o 'continuing from checkpoint.*' "$log" | tail -1)"
   done
   status=0
-  for s in sft reward ppo; do
-    for m in interrupt continuous resume; do
-      cmp -s "$WORK/study-ref/$s/$m.state.gz" "$R/$s/$m.state.gz" || { echo "$s $m: state differs"; status=1; }
-    done
-  done
-  python3 - "$WORK/study-ref/eval/metrics.json" "$R/eval/metrics.json" <<'PY' || status=1
-import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:])
-for x in (a, b):
-    x.pop("identity"); x.pop("seconds")
-assert a == b, "evaluation metrics differ"
-PY
+  compare_study "$WORK/study-ref" "$R" || status=1
   echo "study: $kills kills survived, $continued restarts continued a stage from its checkpoint; 9 state files and the evaluation metrics $([ $status -eq 0 ] && echo "bitwise equal" || echo DIFFERENT)"
   exit $status
 fi

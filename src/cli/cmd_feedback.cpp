@@ -23,8 +23,10 @@ namespace {
 
 int feedback_export(const Args& args) {
     args.allow_only(with_stage_options({"sft", "out"}));
-    StageOptions o = stage_options(args);
     const fs::path out = args.get("out");
+    // It writes only --out: into the run folder (and holding its lock) when --out lies there.
+    StageOptions o = stage_options(args, path_inside(out, args.get("run", "runs/default")) ? RunAccess::write
+                                                                                            : RunAccess::read);
     if (fs::exists(out)) fail("refusing to overwrite ", out.string(), " (choose a new --out)");
     Study study = Study::open(o.config, o.run, o.model, "feedback-export", StageScope::learn);
     const fs::path sft = args.get("sft", study.run.final_dir("sft").string());
@@ -61,6 +63,7 @@ int feedback_label_ai(const Args& args) {
     const CandidateFile candidates = parse_candidates(bytes, candidates_path.string());
     // The rubric needs each prompt's expected action: the corpus's gold labels.
     RunLayout run{args.get("run", "runs/default")};
+    const RunLock lock = open_run_folder(run.root, path_inside(out, run.root) ? RunAccess::write : RunAccess::read);
     GuardedReader reader("feedback-label-ai", corpus_read_roots(run.corpus(), CorpusAccess::all));
     const Manifest manifest = load_manifest(reader, run.corpus());
     const GoldLabels gold = load_gold(reader, run.corpus());

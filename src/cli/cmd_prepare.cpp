@@ -58,7 +58,9 @@ static int run_prepare(const Args& args) {
     if (args.has("out") && args.has("run")) fail("give either --out DIR or --run RUN (the corpus goes to RUN/corpus), not both");
     // The corpus identity comes from the study config (corpus.revision,
     // corpus.study_revision, corpus.seed); --seed N overrides corpus.seed.
-    const StageOptions options = stage_options(args);
+    // --run RUN: the corpus goes into RUN (created if needed), which this
+    // command then holds; --out DIR writes no run folder.
+    const StageOptions options = stage_options(args, args.has("out") ? RunAccess::read : RunAccess::create);
     const fs::path dir = args.has("out") ? fs::path(args.get("out")) : RunLayout{options.run}.corpus();
     CorpusConfig config;
     config.dataset = config_string(options.config, "corpus.revision");

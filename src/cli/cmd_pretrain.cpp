@@ -75,6 +75,7 @@ static int run_pretrain(const Args& args) {
     Manifest manifest;
     std::string manifest_where;
     ordered_json provenance = ordered_json::object();
+    RunLock lock;  // --run RUN: held while RUN/base is trained
     if (args.has("out")) {
         out = args.get("out");
         const Corpus corpus = corpus_generate();
@@ -87,6 +88,7 @@ static int run_pretrain(const Args& args) {
         provenance["corpus"] = "generated in memory (no --run)";
     } else {
         const RunLayout run{args.get("run", "runs/default")};
+        lock = open_run_folder(run.root, RunAccess::write);
         out = run.base();
         GuardedReader reader("pretrain", corpus_read_roots(run.corpus(), CorpusAccess::learn));
         manifest = load_manifest(reader, run.corpus());

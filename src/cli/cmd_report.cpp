@@ -12,10 +12,12 @@ namespace {
 
 int run_report(const Args& args) {
     // The stage options are accepted (ppolab run passes them to every step);
-    // the report reads only the run folder.
+    // the report reads only the run folder, and writes into it (holding its
+    // lock) unless --out FILE lies elsewhere.
     args.allow_only(with_stage_options({"out"}));
-    const StageOptions o = stage_options(args);
-    const fs::path out = args.has("out") ? fs::path(args.get("out")) : o.run / "report.html";
+    const fs::path run = args.get("run", "runs/default");
+    const fs::path out = args.has("out") ? fs::path(args.get("out")) : run / "report.html";
+    const StageOptions o = stage_options(args, path_inside(out, run) ? RunAccess::write : RunAccess::read);
     if (fs::exists(out)) fail("refusing to overwrite ", out.string(), " (report writes it once)");
     write_report(o.run, out);
     std::printf("report: %s\n", out.string().c_str());

@@ -107,11 +107,23 @@ int run_study(const Args& args) {
     const bool resuming = args.has("resume");
     RunLayout run{args.has("resume") ? args.get("resume") : args.get("out", "runs/default")};
     const fs::path state_path = run.root / "run-state.json";
+    const std::string option = resuming ? "--resume" : "--out";
+    std::error_code ec;
+    if (fs::exists(run.root, ec) && !fs::is_directory(run.root, ec))
+        fail(option, " ", run.root.string(), ": is a file, not a run folder",
+             resuming ? "" : "; choose another --out (a folder ppolab creates)");
     if (fs::exists(run.results())) fail("refusing to overwrite the finished run ", run.root.string());
-    if (!resuming && fs::exists(run.root))
+    auto refuse_unfinished = [&] {
         fail(run.root.string(), " exists but is not finished; continue it with `ppolab run --resume ",
              run.root.string(), "` or choose another --out");
+    };
+    if (!resuming && fs::exists(run.root)) refuse_unfinished();
     if (resuming && !fs::exists(state_path)) fail("--resume: no ", state_path.string(), " (not a ppolab run folder)");
+    // One process per run folder, for the whole study: the steps below run
+    // in this process and take the same lock again (util/run_lock.h).
+    const RunLock lock = open_run_folder(run.root, resuming ? RunAccess::write : RunAccess::create);
+    if (!resuming && fs::exists(state_path)) refuse_unfinished();  // another `run --out` got there first
+    if (fs::exists(run.results())) fail("refusing to overwrite the finished run ", run.root.string());
 
     // The study's options: given once for a new run, recorded, reused on resume.
     json state;
@@ -125,7 +137,6 @@ int run_study(const Args& args) {
                      {"set", args.all("set")},
                      {"model", args.has("model") ? json(args.get("model")) : json()}};
         state = {{"format", "ppolab-run-state"}, {"options", options}, {"steps", json::object()}};
-        fs::create_directories(run.root);
         write_json_atomic(state_path, state);
     }
     const json& options = state["options"];

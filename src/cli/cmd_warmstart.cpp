@@ -105,6 +105,7 @@ static Command resume_check_cmd(
         if (stage != "sft" && stage != "reward" && stage != "ppo")
             fail("resume-check: stage must be sft, reward or ppo; got '", stage, "'");
         RunLayout run{args.get("run", "runs/default")};
+        const RunLock lock = open_run_folder(run.root, RunAccess::write);  // writes RUN/<stage>/resume-check.json
         json r = resume_check(run, stage);
         std::printf("resume-check %s: %s\n  continuous %s\n  resume     %s\n%s", stage.c_str(),
                     r["status"].get<std::string>().c_str(), r["continuous_sha256"].get<std::string>().c_str(),

@@ -1,22 +1,51 @@
 #include "cli/stage_options.h"
 
+#include <system_error>
+
 #include "training/study_config.h"
+#include "util/error.h"
 
 namespace ppolab::cli {
 
-StageOptions stage_options(const Args& args, const std::string& default_run) {
+StageOptions stage_options(const Args& args, RunAccess access) {
     StageOptions o;
-    o.run = args.get("run", default_run);
+    o.run = args.get("run", "runs/default");
     std::vector<fs::path> files;
     for (const std::string& f : args.all("config")) files.emplace_back(f);
     o.config = effective_config(args.get("preset", kDefaultPreset), files, args.all("set"));
     if (args.has("model")) o.model = fs::path(args.get("model"));
+    o.lock = open_run_folder(o.run, access);
     return o;
 }
 
 std::vector<std::string> with_stage_options(std::vector<std::string> extra) {
     extra.insert(extra.end(), kStageOptions.begin(), kStageOptions.end());
     return extra;
+}
+
+RunLock open_run_folder(const fs::path& run, RunAccess access) {
+    if (access == RunAccess::read) return RunLock{};
+    std::error_code ec;
+    const fs::file_status st = fs::status(run, ec);  // through symlinks
+    if (st.type() == fs::file_type::none) fail("cannot inspect the run folder '", run.string(), "': ", ec.message());
+    const bool exists = st.type() != fs::file_type::not_found;
+    if (exists && !fs::is_directory(st)) fail("'", run.string(), "' is a file, not a run folder");
+    if (!exists) {
+        if (access == RunAccess::write) return RunLock{};
+        fs::create_directories(run, ec);
+        if (ec) fail("cannot create the run folder '", run.string(), "': ", ec.message());
+    }
+    return lock_run_folder(run);
+}
+
+bool path_inside(const fs::path& path, const fs::path& run) {
+    std::error_code ec;
+    const fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+    if (ec) return false;
+    const fs::path r = fs::weakly_canonical(fs::absolute(run, ec), ec);
+    if (ec) return false;
+    const fs::path rel = p.lexically_relative(r);
+    return !rel.empty() && *rel.begin() != "..";
 }
 
 }  // namespace ppolab::cli

@@ -1,5 +1,7 @@
 // stage_options.h — the options every stage shares (SPEC command-line
-// contract): --run DIR, --preset P, --config FILE…, --set key=value…, --model DIR.
+// contract): --run DIR, --preset P, --config FILE…, --set key=value…, --model DIR,
+// and the one place where a command opens its run folder: a command that
+// writes into RUN holds RUN's lock (util/run_lock.h) for as long as it runs.
 #pragma once
 #include <optional>
 #include <string>
@@ -7,18 +9,40 @@
 
 #include "cli/command.h"
 #include "util/json.h"
+#include "util/run_lock.h"
 
 namespace ppolab::cli {
 
 inline const std::vector<std::string> kStageOptions = {"run", "preset", "config", "set", "model"};
 
+// What a command does with its run folder.
+enum class RunAccess {
+    read,    // reads it only (or writes elsewhere): no lock, nothing checked
+    write,   // writes into it: holds its lock; a folder that does not exist
+             // holds nothing to protect (the command fails on its missing
+             // inputs before it writes), so nothing is created or locked
+    create,  // creates it if needed (prepare --run, run --out), then locks it
+};
+
 struct StageOptions {
     fs::path run;
     json config;
     std::optional<fs::path> model;
+    RunLock lock;  // held while the command runs (RunAccess::write, create)
 };
 
-StageOptions stage_options(const Args& args, const std::string& default_run = "runs/default");
+// The stage options, the config checked first, then the run folder opened
+// with `access`.
+StageOptions stage_options(const Args& args, RunAccess access = RunAccess::write);
 std::vector<std::string> with_stage_options(std::vector<std::string> extra);
+
+// Opens `run` with `access` for the commands that do not take the stage
+// options (ppolab run, pretrain, resume-check, feedback label-ai): the
+// folder's lock, held until the returned RunLock is destroyed. A path that
+// exists but is not a folder is an Error ("is a file, not a run folder").
+RunLock open_run_folder(const fs::path& run, RunAccess access);
+// Whether `path` (existing or not) lies inside the folder `run`: a command
+// whose --out FILE lands in RUN writes into RUN.
+bool path_inside(const fs::path& path, const fs::path& run);
 
 }  // namespace ppolab::cli

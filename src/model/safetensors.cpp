@@ -110,6 +110,14 @@ static uint64_t header_uint(const json& v, const std::string& where, const std::
     fail(where, ": tensor '", name, "': ", field, " must hold non-negative integers, got ", v.dump());
 }
 
+// The shape as the header writes it: every dimension has passed header_uint,
+// so each is an exact JSON integer (t.shape clamps dimensions beyond 2^62).
+static std::string header_shape_text(const json& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + shape[i].dump();
+    return s + "]";
+}
+
 void SafetensorsFile::parse() {
     const uint8_t* bytes = storage_->data;
     const size_t file_size = storage_->size;
@@ -195,7 +203,7 @@ void SafetensorsFile::parse() {
             fail(where_, ": tensor '", name, "': data_offsets [", begin, ", ", end, "] run past the data region (",
                  data_size, " bytes; truncated file?)");
         if (too_big || need != end - begin)
-            fail(where_, ": tensor '", name, "' has shape ", shape_to_string(t.shape), " of ", t.dtype, " (",
+            fail(where_, ": tensor '", name, "' has shape ", header_shape_text(entry["shape"]), " of ", t.dtype, " (",
                  too_big ? std::string("more than the file holds") : std::to_string(need) + " bytes",
                  ") but its data_offsets [", begin, ", ", end, "] hold ", end - begin, " bytes");
         t.data = data + begin;

@@ -1,5 +1,7 @@
 #include "training/roles.h"
 
+#include <algorithm>
+
 #include "training/learned_io.h"
 #include "training/peft.h"
 #include "training/identity.h"
@@ -36,6 +38,28 @@ LoraConfig lora_config_from(const json& config) {
     return c;
 }
 
+// The config's LoRA settings checked against the model: the rank r of an
+// adapter (r, in) x (out, r) is at most min(in, out) of every targeted
+// projection (a larger r adds no expressive power and, unchecked, could ask
+// for more memory than exists).
+static LoraConfig study_lora_config(const Study& study) {
+    const LoraConfig c = lora_config_from(study.config);
+    int64_t bound = 0;
+    std::string which;
+    for (const std::string& t : c.targets) {
+        const Proj p = proj_from_name(t);
+        const int64_t in = proj_in_features(study.base.config, p), out = proj_out_features(study.base.config, p);
+        if (which.empty() || std::min(in, out) < bound) {
+            bound = std::min(in, out);
+            which = t + " (" + std::to_string(in) + " -> " + std::to_string(out) + ")";
+        }
+    }
+    if (c.rank > bound)
+        fail("config: 'lora.rank' must be <= ", bound, " on the model ", study.model_dir.string(),
+             " (the smallest dimension of the targeted projections: ", which, "), got ", c.rank);
+    return c;
+}
+
 static void check_counts(const Study& study, const Role& role) {
     const LoraConfig lc = role.lora.config();
     const int64_t lora_params = LoraAdapters::count_parameters(study.base.config, lc);
@@ -57,7 +81,7 @@ Role make_role(const Study& study, const std::string& name, RoleKind kind, uint6
     Role r;
     r.name = name;
     r.kind = kind;
-    r.lora = LoraAdapters(study.base.config, lora_config_from(study.config), adapter_seed);
+    r.lora = LoraAdapters(study.base.config, study_lora_config(study), adapter_seed);
     const int64_t H = study.base.config.hidden_size;
     if (kind == RoleKind::reward)
         r.head = ScalarHead::reward_init(H, head_seed, config_number(study.config, "heads.reward_weight_std"));
@@ -119,7 +143,7 @@ Role load_role(const fs::path& dir, const std::string& name, RoleKind kind, cons
     LearnedFile stored = read_learned(file);
     const std::string where = file.string();
     const std::string stored_kind = json_string(stored.info, "kind", where);
-    const LoraConfig lc = lora_config_from(study.config);
+    const LoraConfig lc = study_lora_config(study);
     const json& l = json_field(stored.info, "lora", where);
     if (json_int(l, "rank", where) != lc.rank || json_number(l, "alpha", where) != lc.alpha ||
         json_field(l, "targets", where).get<std::vector<std::string>>() != lc.targets)

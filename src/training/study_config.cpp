@@ -56,11 +56,20 @@ static json merge_at(const json& base, const json& overlay, const std::string& p
     }
     if (base.is_number()) {
         if (!overlay.is_number()) fail(where, ": key ", at, " must be a number, got ", kind_of(overlay), " ", overlay.dump());
-        if (base.is_number_integer() && overlay.is_number_float()) {
-            const double x = overlay.get<double>();
-            if (x != std::floor(x) || std::fabs(x) > 9e15)
+        if (base.is_number_integer()) {
+            // The same bound however the number is written (1e18 or
+            // 1000000000000000000): kMaxConfigInteger, exact in a double.
+            const bool too_big = overlay.is_number_unsigned()  ? overlay.get<uint64_t>() > uint64_t(kMaxConfigInteger)
+                                 : overlay.is_number_integer() ? overlay.get<int64_t>() > kMaxConfigInteger ||
+                                                                     overlay.get<int64_t>() < -kMaxConfigInteger
+                                                               : !(std::fabs(overlay.get<double>()) <= double(kMaxConfigInteger));
+            if (overlay.is_number_float() && !too_big && overlay.get<double>() != std::floor(overlay.get<double>()))
                 fail(where, ": key ", at, " must be an integer, got ", overlay.dump());
-            return json(static_cast<int64_t>(x));
+            if (too_big)
+                fail(where, ": key ", at, " must be an integer in [-", kMaxConfigInteger, ", ", kMaxConfigInteger,
+                     "] (2^53), got ", overlay.dump());
+            if (overlay.is_number_float()) return json(static_cast<int64_t>(overlay.get<double>()));
+            return overlay;
         }
         if (base.is_number_float() && !overlay.is_number_float()) return json(overlay.get<double>());
         return overlay;
@@ -118,9 +127,11 @@ void check_range(const json& c, const std::string& key, double lo, double hi, bo
         fail("config: '", key, "' must be in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", x);
 }
 
+// A count: at least `lo`, at most kMaxConfigCount.
 void check_min_int(const json& c, const std::string& key, int64_t lo) {
     const int64_t x = config_int(c, key);
     if (x < lo) fail("config: '", key, "' must be >= ", lo, ", got ", x);
+    if (x > kMaxConfigCount) fail("config: '", key, "' must be <= ", kMaxConfigCount, " (the bound of every count), got ", x);
 }
 
 void check_one_of(const json& c, const std::string& key, const std::vector<std::string>& allowed) {
@@ -134,7 +145,12 @@ void check_one_of(const json& c, const std::string& key, const std::vector<std::
 
 void validate_study_config(const json& c) {
     const double inf = std::numeric_limits<double>::infinity();
+    // The model's own bound (the smallest dimension of a targeted
+    // projection) is checked where the adapters are built (make_role).
     check_min_int(c, "lora.rank", 1);
+    if (config_int(c, "lora.rank") > kMaxLoraRank)
+        fail("config: 'lora.rank' must be <= ", kMaxLoraRank, " (and at most the smallest dimension of the "
+             "targeted projections), got ", config_int(c, "lora.rank"));
     check_range(c, "lora.alpha", 0.0, inf, true);
     check_range(c, "lora.dropout", 0.0, 0.0);  // SPEC §2: no dropout; nothing implements it
     const json& targets = config_at(c, "lora.targets");
@@ -186,8 +202,11 @@ void validate_study_config(const json& c) {
     for (const char* k : {"checkpoint.every_updates", "checkpoint.pretrain_every_updates", "checkpoint.every_iterations",
                           "checkpoint.every_rows"})
         check_min_int(c, k, 0);
+    for (const char* k : {"sft.interrupt_epoch", "reward.interrupt_epoch", "ppo.interrupt_iteration"}) check_min_int(c, k, 0);
     if (auto m = config_optional_int(c, "max_updates"); m && *m < 1)
         fail("config: 'max_updates' must be null or >= 1, got ", *m);
+    if (auto m = config_optional_int(c, "max_updates"); m && *m > kMaxConfigCount)
+        fail("config: 'max_updates' must be null or <= ", kMaxConfigCount, " (the bound of every count), got ", *m);
 }
 
 std::string config_sha256(const json& config) {
@@ -223,6 +242,12 @@ const json& config_at(const json& config, std::string_view path) {
 int64_t config_int(const json& config, std::string_view path) {
     const json& v = config_at(config, path);
     if (!v.is_number_integer()) fail("config: '", path, "' must be an integer, got ", kind_of(v), " ", v.dump());
+    // A key whose preset value is null takes any value: bound it here too
+    // (a number above 2^63 would otherwise wrap to a negative one).
+    if ((v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxConfigInteger)) ||
+        (!v.is_number_unsigned() && (v.get<int64_t>() > kMaxConfigInteger || v.get<int64_t>() < -kMaxConfigInteger)))
+        fail("config: '", path, "' must be an integer in [-", kMaxConfigInteger, ", ", kMaxConfigInteger, "] (2^53), got ",
+             v.dump());
     return v.get<int64_t>();
 }
 

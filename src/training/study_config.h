@@ -30,6 +30,15 @@ json merge_config(const json& base, const json& overlay, const std::string& wher
 // Applies one "a.b.c=value" assignment; the value is parsed as JSON and, if
 // that fails, taken as a string ("ppo.missing_eos=add").
 void set_config_value(json& config, std::string_view assignment);
+// Every integer key holds a value in [-kMaxConfigInteger, kMaxConfigInteger]
+// (2^53: exact as a double, the same bound for 1e18 and 1000000000000000000);
+// every count (epochs, iterations, rows, limits, frequencies, max_updates,
+// lora.rank…) is at most kMaxConfigCount, so products of two counts fit in
+// 64 bits; lora.rank at most kMaxLoraRank (and, once the model is known, at
+// most the smallest dimension of a targeted projection).
+inline constexpr int64_t kMaxConfigInteger = int64_t(1) << 53;
+inline constexpr int64_t kMaxConfigCount = 1'000'000'000;
+inline constexpr int64_t kMaxLoraRank = 65536;
 // Range and enumeration checks of the values every stage relies on (learning
 // rates > 0, ratios in [0, 1], epochs >= 1, missing_eos in {replace, add},
 // known LoRA targets, limits that fit, …); errors name the key, the allowed

@@ -259,6 +259,11 @@ TEST(SafetensorsMalformed, ShapeSizeMismatch) {
     // A product of dimensions that overflows 64 bits is caught, not wrapped.
     expect_error(raw_file(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,4]}})", "abcd"),
                  {"tensor 'w'", "more than the file holds"});
+    // Dimensions beyond 2^62 are reported as the header writes them, not clamped.
+    expect_error(raw_file(R"({"w":{"dtype":"F32","shape":[9223372036854776192,1],"data_offsets":[0,4]}})", "abcd"),
+                 {"tensor 'w'", "shape [9223372036854776192, 1] of F32", "more than the file holds"});
+    expect_error(raw_file(R"({"w":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,4]}})", "abcd"),
+                 {"shape [18446744073709551615] of F32"});
     expect_error(raw_file(R"({"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", "abcd"),
                  {"tensor 'w'", "shape must hold non-negative integers"});
 }

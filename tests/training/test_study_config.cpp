@@ -194,11 +194,33 @@ TEST(StudyConfig, ValuesAreValidated) {
         {"limits.max_context=64", "'limits.max_context' (64)"},
         {"feedback.kind=crowd", "'feedback.kind' must be one of human, ai"},
         {"max_updates=0", "'max_updates' must be null or >= 1"},
+        // Integer keys: one bound however the number is written, named errors.
+        {"ppo.iterations=1000000000000000000",
+         "key 'ppo.iterations' must be an integer in [-9007199254740992, 9007199254740992] (2^53), got 1000000000000000000"},
+        {"ppo.iterations=1e18", "key 'ppo.iterations' must be an integer in [-9007199254740992, 9007199254740992]"},
+        {"ppo.iterations=18446744073709551615", "must be an integer in [-9007199254740992, 9007199254740992] (2^53), "
+                                                "got 18446744073709551615"},
+        {"sft.adapter_seed=-100000000000000000000", "key 'sft.adapter_seed' must be an integer in ["},
+        {"ppo.iterations=10000000000", "'ppo.iterations' must be <= 1000000000 (the bound of every count), got 10000000000"},
+        {"ppo.iterations=1e10", "'ppo.iterations' must be <= 1000000000"},
+        {"sft.accumulation=4000000000", "'sft.accumulation' must be <= 1000000000"},
+        {"max_updates=2000000000", "'max_updates' must be null or <= 1000000000"},
+        {"max_updates=10000000000000000000", "'max_updates' must be an integer in [-9007199254740992, "
+                                             "9007199254740992] (2^53), got 10000000000000000000"},
+        {"ppo.interrupt_iteration=-1", "'ppo.interrupt_iteration' must be >= 0"},
+        {"lora.rank=1000000000", "'lora.rank' must be <= 65536 (and at most the smallest dimension of the targeted "
+                                 "projections), got 1000000000"},
     };
     for (auto& [set, fragment] : bad) {
         std::string m = error_of([&] { effective_config("seed", {}, {set}); });
         EXPECT_NE(m.find(fragment), std::string::npos) << set << ": " << m;
     }
+    // The bounds themselves are legal; an integral float is an integer.
+    EXPECT_EQ(config_int(effective_config("seed", {}, {"ppo.iterations=1000000000"}), "ppo.iterations"), 1000000000);
+    EXPECT_EQ(config_int(effective_config("seed", {}, {"ppo.iterations=1e9"}), "ppo.iterations"), 1000000000);
+    EXPECT_EQ(config_int(effective_config("seed", {}, {"lora.rank=65536"}), "lora.rank"), 65536);
+    EXPECT_EQ(config_int(effective_config("seed", {}, {"sft.adapter_seed=9007199254740992"}), "sft.adapter_seed"),
+              int64_t(1) << 53);
     // Smoke-run caps stay legal even below the interrupt point.
     EXPECT_EQ(config_int(effective_config("tiny", {}, {"ppo.iterations=2", "max_updates=2"}), "ppo.iterations"), 2);
 }
