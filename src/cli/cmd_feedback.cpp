@@ -59,7 +59,7 @@ int feedback_label_ai(const Args& args) {
     if (labeler != "rubric") fail("--labeler must be rubric (the one AI labeller ppolab has), got '", labeler, "'");
     const fs::path candidates_path = args.get("candidates"), out = args.get("out");
     if (fs::exists(out)) fail("refusing to overwrite ", out.string(), " (choose a new --out)");
-    const std::string bytes = read_file(candidates_path);
+    const std::string bytes = read_input_file(candidates_path, InputKind::candidates);
     const CandidateFile candidates = parse_candidates(bytes, candidates_path.string());
     // The rubric needs each prompt's expected action: the corpus's gold labels.
     RunLayout run{args.get("run", "runs/default")};

@@ -40,7 +40,7 @@ static int init_random(const Args& args) {
         // to a multiple of 64, as Qwen pads its embedding) and its special
         // ids from the tokenizer's ChatML tokens.
         config.vocab_size = (tokens + 63) / 64 * 64;
-        const json tok = read_json_file(tokenizer_json);
+        const json tok = read_json_file(tokenizer_json, InputKind::tokenizer);
         config.bos_token_id = added_token_id(tok, "<|endoftext|>");
         config.eos_token_id = added_token_id(tok, "<|im_end|>");
     } else if (tokens > config.vocab_size) {
@@ -50,7 +50,7 @@ static int init_random(const Args& args) {
 
     json generation;
     if (fs::is_directory(tokenizer) && fs::is_regular_file(tokenizer / "generation_config.json")) {
-        generation = read_json_file(tokenizer / "generation_config.json");
+        generation = read_json_file(tokenizer / "generation_config.json", InputKind::config);
     } else {
         generation = json::object();
         if (config.bos_token_id >= 0) generation["bos_token_id"] = config.bos_token_id;

@@ -590,7 +590,7 @@ Manifest manifest_parse(std::string_view text, std::string_view where) {
 
 Manifest load_manifest(const GuardedReader& reader, const fs::path& dir) {
     const fs::path path = dir / "manifest.json";
-    return manifest_parse(reader.read(path), path.string());
+    return manifest_parse(reader.read(path, InputKind::json), path.string());
 }
 
 namespace {

@@ -62,6 +62,10 @@ std::string GuardedReader::read(const fs::path& path) const {
     return read_file(real);  // the resolved path: no symlink is followed after the check
 }
 
+std::string GuardedReader::read(const fs::path& path, InputKind kind) const {
+    return read_input_file(resolve(path), kind);  // the resolved path: no symlink is followed after the check
+}
+
 bool GuardedReader::exists(const fs::path& path) const {
     std::error_code ec;
     return fs::exists(resolve(path), ec);

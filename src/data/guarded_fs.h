@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "util/input_limits.h"
+
 namespace ppolab {
 
 namespace fs = std::filesystem;
@@ -27,6 +29,9 @@ public:
     bool allows(const fs::path& path) const;
     // Whole file; Error if outside the roots or unreadable.
     std::string read(const fs::path& path) const;
+    // The same, bounded as an outside input of `kind` (util/input_limits.h):
+    // a regular file within the kind's limit.
+    std::string read(const fs::path& path, InputKind kind) const;
     // Error if outside the roots; then whether the file/folder exists.
     bool exists(const fs::path& path) const;
     // The resolved real path; Error if outside the roots.

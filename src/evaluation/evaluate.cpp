@@ -177,7 +177,7 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     if (std::optional<json> ck = [&]() -> std::optional<json> {
             remove_atomic_temporaries(checkpoint.parent_path());
             if (!fs::exists(checkpoint)) return std::nullopt;
-            return parse_json(read_file(checkpoint), checkpoint.string());
+            return read_json_file(checkpoint);
         }()) {
         const std::string where = checkpoint.string();
         const std::string d = json_first_difference(json_field(*ck, "identity", where), identity, "identity");

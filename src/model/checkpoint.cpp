@@ -221,7 +221,7 @@ Qwen2Weights load_checkpoint(const fs::path& dir, WeightType matrices) {
     if (!fs::is_directory(dir)) fail("checkpoint folder '", dir.string(), "' does not exist or is not a folder");
     const fs::path config_path = dir / "config.json";
     Qwen2Weights w;
-    w.config = Qwen2Config::from_json(read_json_file(config_path), config_path.string());
+    w.config = Qwen2Config::from_json(read_json_file(config_path, InputKind::config), config_path.string());
     std::list<SafetensorsFile> files;  // std::list: Found points into elements
     std::map<std::string, Found> all = open_weight_files(dir, files);
 
@@ -393,7 +393,7 @@ void save_checkpoint(const fs::path& dir_in, const Qwen2Weights& w, const fs::pa
         write_json_atomic(tmp / "config.json", w.config.to_json());
         if (!generation_config.is_null()) write_json_atomic(tmp / "generation_config.json", generation_config);
         write_safetensors(tmp / "model.safetensors", tensors, {{"format", "pt"}});
-        for (auto& [from, name] : tokenizer) write_file_atomic(tmp / name, read_file(from));
+        for (auto& [from, name] : tokenizer) write_file_atomic(tmp / name, read_input_file(from, InputKind::tokenizer));
         rename_no_replace(tmp, dir);
     } catch (...) {
         std::error_code ec;
@@ -460,7 +460,7 @@ void check_seed_architecture(const Qwen2Config& c, const std::string& where) {
 // ---------------------------------------------------------------- tokenizer size
 
 int64_t tokenizer_vocab_size(const fs::path& tokenizer_json) {
-    const json j = read_json_file(tokenizer_json);
+    const json j = read_json_file(tokenizer_json, InputKind::tokenizer);
     const std::string where = tokenizer_json.string();
     int64_t size = 0;
     if (j.contains("model") && j["model"].is_object() && j["model"].contains("vocab")) {

@@ -17,7 +17,7 @@ namespace ppolab {
 
 // The safetensors library refuses headers above 100 MB; so do we (a bigger
 // length is a corrupt or hostile file, not a model).
-static constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+static constexpr uint64_t kMaxHeaderBytes = kSafetensorsMaxHeaderBytes;
 
 size_t safetensors_dtype_size(std::string_view dtype) {
     static const std::map<std::string_view, size_t> sizes = {
@@ -118,6 +118,49 @@ static std::string header_shape_text(const json& shape) {
     return s + "]";
 }
 
+// Parse with a callback that refuses nesting deeper than the format needs
+// (root → tensor → shape), a repeated tensor name and a repeated field of a
+// tensor entry or of __metadata__ (JSON would keep the last one silently).
+static json parse_header_json(std::string_view text, const std::string& where) {
+    json header;
+    std::set<std::string> seen, fields;
+    std::string entry;
+    json::parser_callback_t guard = [&](int depth, json::parse_event_t event, json& parsed) {
+        if (depth > 3) fail(where, ": header JSON nests deeper than a safetensors header can");
+        if (event == json::parse_event_t::object_start && depth == 1) fields.clear();
+        if (event == json::parse_event_t::key && depth == 1) {
+            const std::string& key = parsed.get_ref<const std::string&>();
+            if (!seen.insert(key).second) fail(where, ": tensor '", key, "' appears twice in the header");
+            entry = key;
+        }
+        if (event == json::parse_event_t::key && depth == 2) {
+            const std::string& key = parsed.get_ref<const std::string&>();
+            if (!fields.insert(key).second)
+                fail(where, ": field '", key, "' appears twice in header entry '", entry, "'");
+        }
+        return true;
+    };
+    try {
+        header = json::parse(text.begin(), text.end(), guard);
+    } catch (const json::exception& e) {
+        fail(where, ": header is not valid JSON: ", e.what());
+    }
+    return header;
+}
+
+uint64_t safetensors_data_size(std::string_view header_json, const std::string& where) {
+    const json header = parse_header_json(header_json, where);
+    uint64_t size = 0;
+    if (!header.is_object()) return 0;
+    for (auto& [name, entry] : header.items()) {
+        if (name == "__metadata__" || !entry.is_object() || !entry.contains("data_offsets")) continue;
+        const json& offsets = entry["data_offsets"];
+        if (!offsets.is_array() || offsets.size() != 2 || !offsets[1].is_number_unsigned()) continue;
+        size = std::max(size, offsets[1].get<uint64_t>());
+    }
+    return size;
+}
+
 void SafetensorsFile::parse() {
     const uint8_t* bytes = storage_->data;
     const size_t file_size = storage_->size;
@@ -134,24 +177,7 @@ void SafetensorsFile::parse() {
     std::string_view text(reinterpret_cast<const char*>(bytes + 8), header_len);
     if (text.front() != '{') fail(where_, ": header does not start with '{' (not a safetensors file?)");
 
-    // Parse with a callback that refuses nesting deeper than the format
-    // needs (root → tensor → shape) and a repeated tensor name.
-    json header;
-    std::set<std::string> seen;
-    const std::string& where = where_;
-    json::parser_callback_t guard = [&](int depth, json::parse_event_t event, json& parsed) {
-        if (depth > 3) fail(where, ": header JSON nests deeper than a safetensors header can");
-        if (event == json::parse_event_t::key && depth == 1) {
-            const std::string& key = parsed.get_ref<const std::string&>();
-            if (!seen.insert(key).second) fail(where, ": tensor '", key, "' appears twice in the header");
-        }
-        return true;
-    };
-    try {
-        header = json::parse(text.begin(), text.end(), guard);
-    } catch (const json::exception& e) {
-        fail(where_, ": header is not valid JSON: ", e.what());
-    }
+    json header = parse_header_json(text, where_);
     if (!header.is_object()) fail(where_, ": header must be a JSON object, got ", header.type_name());
 
     const uint64_t data_size = file_size - 8 - header_len;

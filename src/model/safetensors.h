@@ -39,6 +39,16 @@ struct SafetensorsTensor {
     }
 };
 
+// The longest header the reader accepts (the safetensors library's limit).
+inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
+
+// The size of the data region a header describes: the largest end of its
+// tensors' data_offsets (0 without tensors). Parses `header_json` as the
+// reader does (nesting, repeated names: Error naming `where`); entries the
+// reader would refuse are left to it. Lets a streaming reader know how many
+// bytes a file promises before holding them.
+uint64_t safetensors_data_size(std::string_view header_json, const std::string& where);
+
 // Bytes per element of a safetensors dtype; 0 for an unknown dtype.
 size_t safetensors_dtype_size(std::string_view dtype);
 // "[896, 64]" — how shapes are printed in error messages.

@@ -105,7 +105,7 @@ Tokenizer Tokenizer::from_file(const fs::path& path) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) file = path / "tokenizer.json";
     if (!fs::exists(file, ec)) fail(file.string(), ": no such tokenizer file");
-    return from_json_text(read_file(file), file.string());
+    return from_json_text(read_input_file(file, InputKind::tokenizer), file.string());
 }
 
 Tokenizer Tokenizer::from_json_text(std::string_view text, std::string_view where) {

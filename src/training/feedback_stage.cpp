@@ -145,10 +145,10 @@ PreparedVotes prepare_votes(const Study& s, StageMode mode, const fs::path& cand
                             const std::vector<fs::path>& vote_paths, const std::string& kind) {
     const json& c = s.config;
     // 1. the files and every SPEC §8 rule (outside input: read directly)
-    VoteSource candidate_source{candidates_path.string(), read_file(candidates_path)};
+    VoteSource candidate_source{candidates_path.string(), read_input_file(candidates_path, InputKind::candidates)};
     const CandidateFile candidates = parse_candidates(candidate_source.bytes, candidate_source.path);
     std::vector<VoteSource> sources;
-    for (const fs::path& p : vote_paths) sources.push_back({p.string(), read_file(p)});
+    for (const fs::path& p : vote_paths) sources.push_back({p.string(), read_input_file(p, InputKind::votes)});
     VoteRules rules{kind, sft_checkpoint_sha256(s, s.run.final_dir("sft")), config_int(c, "feedback.min_train_labels"),
                     config_int(c, "feedback.min_validation_labels"), config_int(c, "feedback.min_test_labels")};
     PreparedVotes out;

@@ -138,7 +138,7 @@ PeftAdapter read_peft(const fs::path& dir) {
     const fs::path config_path = dir / "adapter_config.json";
     const std::string cwhere = config_path.string();
     PeftAdapter out;
-    out.config = read_json_file(config_path);
+    out.config = read_json_file(config_path, InputKind::config);
     const json& c = out.config;
     if (json_string(c, "peft_type", cwhere) != "LORA")
         fail(cwhere, ": peft_type is '", c["peft_type"].get<std::string>(), "'; only LORA adapters are supported");

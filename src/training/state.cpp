@@ -1,5 +1,6 @@
 #include "training/state.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -320,9 +321,65 @@ StateFileInfo save_resume_state(const fs::path& path, const ResumeState& state, 
     return StateFileInfo{raw.size(), packed.size(), sha256_hex(packed), sha256_hex(raw)};
 }
 
+// The safetensors bytes behind `z`, inflated against the size their own
+// header promises: the 8-byte length, then the header, then exactly the
+// data it describes. Nothing beyond the promised size is ever inflated or
+// held; `compressed_bytes` (the gzip size) bounds what the stream can
+// really hold, so a small file cannot make us reserve a large promise.
+static std::string inflate_state(GzipInflater& z, const std::string& where, uint64_t compressed_bytes) {
+    const uint64_t limit = input_limit_bytes(InputKind::state_inflated);
+    // Deflate inflates at most 1032 to 1 (a 258-byte match in 2 bits).
+    const uint64_t can_hold = compressed_bytes * 1032 + 258;
+    char len8[8];
+    z.read_exact(len8, 8, "the 8-byte safetensors header length");
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; --i) header_len = header_len << 8 | static_cast<uint8_t>(len8[i]);
+    if (header_len < 2)
+        fail(where, ": safetensors header length ", header_len,
+             " is too small for a JSON object (not a resume state; a file of zeros?)");
+    if (header_len > kSafetensorsMaxHeaderBytes)
+        fail(where, ": safetensors header length ", header_len, " exceeds the format's limit of ",
+             kSafetensorsMaxHeaderBytes, " bytes (corrupt or hostile file)");
+    auto check_promise = [&](uint64_t total, const char* what) {
+        if (total > limit)
+            fail(where, ": ", what, " ", total, " bytes, over ", input_limit_text(InputKind::state_inflated));
+        if (total > can_hold)
+            fail(where, ": ", what, " ", total, " bytes, but ", compressed_bytes,
+                 " bytes of gzip can hold at most ", can_hold, " (truncated or hostile file)");
+    };
+    check_promise(8 + header_len, "its safetensors header length promises at least");
+    std::string raw(len8, 8);
+    raw.resize(static_cast<size_t>(8 + header_len));
+    z.read_exact(raw.data() + 8, static_cast<size_t>(header_len), "the safetensors header");
+    const uint64_t data_size = safetensors_data_size(std::string_view(raw).substr(8), where);
+    const uint64_t total = data_size > UINT64_MAX - 8 - header_len ? UINT64_MAX : 8 + header_len + data_size;
+    check_promise(total, "its safetensors header promises");
+    raw.resize(static_cast<size_t>(total));  // the promise, and no more
+    z.read_exact(raw.data() + 8 + header_len, static_cast<size_t>(data_size), "the tensor data its header promises");
+    if (!z.at_end())
+        fail(where, ": the gzip stream holds more than the ", total,
+             " bytes its safetensors header promises (refused without inflating the rest: a damaged or hostile file)");
+    return raw;
+}
+
+std::string inflate_resume_state(std::string_view compressed, const std::string& where) {
+    size_t offset = 0;
+    GzipInflater z(
+        [&](char* buffer, size_t capacity) {
+            const size_t n = std::min(capacity, compressed.size() - offset);
+            std::memcpy(buffer, compressed.data() + offset, n);
+            offset += n;
+            return n;
+        },
+        where);
+    return inflate_state(z, where, compressed.size());
+}
+
 ResumeState load_resume_state(const fs::path& path, const json* expected_identity) {
     const std::string where = path.string();
-    std::string raw = gzip_decompress(read_file(path), where);
+    InputFile file(path, InputKind::state);  // a regular file within the compressed limit, before any read
+    GzipInflater z([&](char* buffer, size_t capacity) { return file.read_some(buffer, capacity); }, where);
+    std::string raw = inflate_state(z, where, file.size());
     ResumeState s = parse_resume_state(std::move(raw), where);
     if (expected_identity != nullptr) check_identity(s.identity, *expected_identity, where);
     return s;

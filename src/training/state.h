@@ -28,6 +28,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "training/adamw.h"
@@ -73,7 +74,17 @@ struct StateFileInfo {
 StateFileInfo save_resume_state(const fs::path& path, const ResumeState& state, Overwrite mode = Overwrite::refuse);
 // Reads, decompresses and validates; with `expected_identity`, refuses a
 // state whose identity block differs (naming the first differing field).
+// Memory stays bounded whatever the file holds (util/input_limits.h): the
+// file must be a regular file within PPOLAB_MAX_STATE_MIB, and it is
+// inflated as a stream against the size its own safetensors header
+// promises — the 8-byte length (refused below 2 or above the format's
+// 100 MB), the header, then exactly the data its data_offsets describe —
+// refusing a promise above PPOLAB_MAX_STATE_INFLATED_MIB or above what the
+// gzip bytes could hold, and a stream holding even one byte more, without
+// inflating the rest. At most the promised size is ever held.
 ResumeState load_resume_state(const fs::path& path, const json* expected_identity = nullptr);
+// The same inflation of gzip bytes in memory (the fuzz target, tests).
+std::string inflate_resume_state(std::string_view compressed, const std::string& where);
 
 // "" when every numeric field is bit-for-bit equal (tensors, moments, steps,
 // schedules, RNG states, identity and extra JSON with doubles compared by

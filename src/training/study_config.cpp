@@ -113,7 +113,7 @@ void set_config_value(json& config, std::string_view assignment) {
 json effective_config(std::string_view preset, const std::vector<fs::path>& config_files,
                       const std::vector<std::string>& sets) {
     json config = preset_config(preset);
-    for (const fs::path& file : config_files) config = merge_config(config, read_json_file(file), file.string());
+    for (const fs::path& file : config_files) config = merge_config(config, read_json_file(file, InputKind::config), file.string());
     for (const std::string& s : sets) set_config_value(config, s);
     validate_study_config(config);
     return config;

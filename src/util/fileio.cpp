@@ -1,8 +1,10 @@
 #include "util/fileio.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -17,6 +19,75 @@ std::string read_file(const fs::path& path) {
     if (!in) fail("cannot open '", path.string(), "': ", std::strerror(errno));
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (in.bad()) fail("read error in '", path.string(), "'");
+    return bytes;
+}
+
+static const char* file_type_name(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+InputFile::InputFile(const fs::path& path, InputKind kind) : path_(path), kind_(kind) {
+    const InputLimitInfo& info = input_limit_info(kind);
+    limit_ = input_limit_bytes(kind);
+    // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd_ < 0) fail("cannot open ", info.one, " '", path.string(), "': ", std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) {
+        const int err = errno;
+        ::close(fd_);
+        fail("cannot inspect ", info.one, " '", path.string(), "': ", std::strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd_);
+        fail(info.one, " '", path.string(), "' is ", file_type_name(st.st_mode), ", expected a regular file");
+    }
+    size_ = static_cast<uint64_t>(st.st_size);
+    if (size_ > limit_) {
+        ::close(fd_);
+        fail(info.one, " '", path.string(), "' is ", size_, " bytes, over ", input_limit_text(kind));
+    }
+}
+
+InputFile::~InputFile() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+size_t InputFile::read_some(char* out, size_t capacity) {
+    // Never ask for more than one byte past the limit: a growing file is
+    // caught without reading (or holding) the rest of it.
+    const uint64_t room = limit_ + 1 - read_;
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(capacity, room));
+    while (true) {
+        const ssize_t n = ::read(fd_, out, want);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0)
+            fail("read error in ", input_limit_info(kind_).one, " '", path_.string(), "': ", std::strerror(errno));
+        read_ += static_cast<uint64_t>(n);
+        if (read_ > limit_)
+            fail(input_limit_info(kind_).one, " '", path_.string(), "' grew past ", input_limit_text(kind_),
+                 " while it was read");
+        return static_cast<size_t>(n);
+    }
+}
+
+std::string read_input_file(const fs::path& path, InputKind kind) {
+    InputFile in(path, kind);
+    std::string bytes;
+    bytes.resize(static_cast<size_t>(in.size()));
+    size_t have = 0;
+    while (true) {
+        if (have == bytes.size()) bytes.resize(have + std::max<size_t>(1 << 16, have / 2));  // grew: bounded by the limit
+        const size_t n = in.read_some(bytes.data() + have, bytes.size() - have);
+        if (n == 0) break;
+        have += n;
+    }
+    bytes.resize(have);
     return bytes;
 }
 

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/input_limits.h"
+
 namespace ppolab {
 
 namespace fs = std::filesystem;
@@ -20,6 +22,32 @@ namespace fs = std::filesystem;
 enum class Overwrite { refuse, replace };
 
 std::string read_file(const fs::path& path);  // whole file as bytes; Error names the path
+
+// An outside input opened for reading (util/input_limits.h): refused, naming
+// the file, unless it is a regular file ("'x' is a directory, expected a
+// regular file"; FIFOs and devices alike, checked before anything is read,
+// without blocking on a FIFO) of at most the kind's limit. Reads stay
+// bounded if the file grows while it is read.
+class InputFile {
+public:
+    InputFile(const fs::path& path, InputKind kind);
+    ~InputFile();
+    InputFile(const InputFile&) = delete;
+    InputFile& operator=(const InputFile&) = delete;
+    uint64_t size() const { return size_; }  // when opened
+    // Up to `capacity` bytes into `out`; 0 at the end of the file. Error once
+    // more than the kind's limit has been read.
+    size_t read_some(char* out, size_t capacity);
+    const fs::path& path() const { return path_; }
+
+private:
+    fs::path path_;
+    InputKind kind_;
+    uint64_t limit_ = 0, size_ = 0, read_ = 0;
+    int fd_ = -1;
+};
+// The whole of such a file.
+std::string read_input_file(const fs::path& path, InputKind kind);
 void write_file_atomic(const fs::path& path, std::string_view bytes,
                        Overwrite mode = Overwrite::refuse);
 // The concatenation of `pieces` as one atomic file (large files without a joined copy).

@@ -2,6 +2,9 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "util/error.h"
 
 namespace ppolab {
@@ -28,35 +31,104 @@ std::string gzip_compress(std::string_view bytes, int level) {
 }
 
 std::string gzip_decompress(std::string_view bytes, std::string_view where, size_t max_bytes) {
-    z_stream zs{};
-    if (inflateInit2(&zs, 15 + 16) != Z_OK) fail("gzip: cannot initialise zlib");
-    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
-    zs.avail_in = static_cast<uInt>(bytes.size());
+    size_t offset = 0;
+    GzipInflater in(
+        [&](char* buffer, size_t capacity) {
+            const size_t n = std::min(capacity, bytes.size() - offset);
+            std::copy_n(bytes.data() + offset, n, buffer);
+            offset += n;
+            return n;
+        },
+        std::string(where));
     std::string out;
     char chunk[1 << 16];
-    int rc = Z_OK;
-    while (rc != Z_STREAM_END) {
-        zs.next_out = reinterpret_cast<Bytef*>(chunk);
-        zs.avail_out = sizeof(chunk);
-        rc = inflate(&zs, Z_NO_FLUSH);
-        if (rc != Z_OK && rc != Z_STREAM_END) {
-            inflateEnd(&zs);
-            fail(where, ": not a valid gzip stream (truncated or corrupted)");
+    while (true) {
+        const size_t n = in.read(chunk, sizeof(chunk));
+        if (n == 0) break;
+        out.append(chunk, n);
+        if (out.size() > max_bytes) fail(where, ": decompressed size exceeds the limit of ", max_bytes, " bytes");
+    }
+    if (!in.at_end()) fail(where, ": gzip stream is truncated");  // unreachable: read() returned 0 at the end
+    return out;
+}
+
+// ------------------------------------------------------------ GzipInflater
+
+struct GzipInflater::Impl {
+    z_stream zs{};
+    Source source;
+    std::string where;
+    std::vector<char> input = std::vector<char>(1 << 16);
+    bool source_done = false;  // the source returned 0
+    bool ended = false;        // Z_STREAM_END: trailer checked
+
+    ~Impl() { inflateEnd(&zs); }
+
+    // More compressed input; false at the end of the source.
+    bool refill() {
+        if (source_done) return false;
+        const size_t n = source(input.data(), input.size());
+        if (n == 0) {
+            source_done = true;
+            return false;
         }
-        out.append(chunk, sizeof(chunk) - zs.avail_out);
-        if (out.size() > max_bytes) {
-            inflateEnd(&zs);
-            fail(where, ": decompressed size exceeds the limit of ", max_bytes, " bytes");
-        }
-        if (rc == Z_OK && zs.avail_in == 0 && zs.avail_out != 0) {
-            inflateEnd(&zs);
-            fail(where, ": gzip stream is truncated");
+        zs.next_in = reinterpret_cast<Bytef*>(input.data());
+        zs.avail_in = static_cast<uInt>(n);
+        return true;
+    }
+};
+
+GzipInflater::GzipInflater(Source source, std::string where) : impl_(std::make_unique<Impl>()) {
+    impl_->source = std::move(source);
+    impl_->where = std::move(where);
+    if (inflateInit2(&impl_->zs, 15 + 16) != Z_OK) {
+        impl_.reset();
+        fail("gzip: cannot initialise zlib");
+    }
+}
+
+GzipInflater::~GzipInflater() = default;
+
+size_t GzipInflater::read(char* out, size_t n) {
+    Impl& m = *impl_;
+    size_t done = 0;
+    while (done < n && !m.ended) {
+        // At the end of the source inflate may still hold output (a long
+        // match, the window): it is called anyway, and only a call without
+        // progress means the stream is cut short.
+        if (m.zs.avail_in == 0) m.refill();
+        const size_t want = std::min<size_t>(n - done, size_t(1) << 30);
+        m.zs.next_out = reinterpret_cast<Bytef*>(out + done);
+        m.zs.avail_out = static_cast<uInt>(want);
+        const int rc = inflate(&m.zs, Z_NO_FLUSH);
+        done += want - m.zs.avail_out;
+        if (rc == Z_STREAM_END) {
+            m.ended = true;
+        } else if (rc == Z_BUF_ERROR) {
+            // No progress possible: input is needed and none is left.
+            if (m.zs.avail_in == 0 && m.source_done) fail(m.where, ": gzip stream is truncated");
+            fail(m.where, ": not a valid gzip stream (truncated or corrupted)");
+        } else if (rc != Z_OK) {
+            fail(m.where, ": not a valid gzip stream (truncated or corrupted)");
         }
     }
-    bool trailing = zs.avail_in != 0;
-    inflateEnd(&zs);
-    if (trailing) fail(where, ": unexpected bytes after the gzip stream");
-    return out;
+    produced_ += done;
+    return done;
+}
+
+void GzipInflater::read_exact(char* out, size_t n, std::string_view what) {
+    const size_t got = read(out, n);
+    if (got != n)
+        fail(impl_->where, ": gzip stream is truncated (", what, ": ", n, " bytes expected, the stream ends after ", got,
+             ")");
+}
+
+bool GzipInflater::at_end() {
+    char extra;
+    if (read(&extra, 1) != 0) return false;
+    Impl& m = *impl_;
+    if (m.zs.avail_in != 0 || m.refill()) fail(m.where, ": unexpected bytes after the gzip stream");
+    return true;
 }
 
 }  // namespace ppolab

@@ -1,11 +1,85 @@
 #include "util/json.h"
 
+#include <functional>
+#include <set>
+#include <vector>
+
 #include "util/error.h"
 
 namespace ppolab {
 
+namespace {
+
+// Follows the parser's events to refuse a repeated key in any object. One
+// frame per open object or array: its keys so far (objects) or the number
+// of elements begun (arrays), and the last key or index, for the location.
+class DuplicateKeyGuard {
+public:
+    explicit DuplicateKeyGuard(std::string_view where) : where_(where) {}
+
+    bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
+        switch (event) {
+            case json::parse_event_t::object_start:
+                begin_element();
+                frames_.push_back({true, {}, {}, 0});
+                break;
+            case json::parse_event_t::array_start:
+                begin_element();
+                frames_.push_back({false, {}, {}, 0});
+                break;
+            case json::parse_event_t::object_end:
+            case json::parse_event_t::array_end:
+                if (!frames_.empty()) frames_.pop_back();
+                break;
+            case json::parse_event_t::key: {
+                if (frames_.empty()) break;
+                Frame& f = frames_.back();
+                const std::string& key = parsed.get_ref<const std::string&>();
+                if (!f.keys.insert(key).second)
+                    fail(where_, ": key '", key, "' appears twice in the object at ", location(),
+                         " (each key may appear once)");
+                f.last_key = key;
+                break;
+            }
+            case json::parse_event_t::value:
+                begin_element();
+                break;
+        }
+        return true;
+    }
+
+private:
+    struct Frame {
+        bool object;
+        std::set<std::string> keys;
+        std::string last_key;
+        size_t elements;  // arrays: elements begun
+    };
+
+    void begin_element() {
+        if (!frames_.empty() && !frames_.back().object) ++frames_.back().elements;
+    }
+    // "votes[2]" for the innermost object (the last frame), "the top level" for the root.
+    std::string location() const {
+        std::string out;
+        for (size_t i = 0; i + 1 < frames_.size(); ++i) {
+            const Frame& f = frames_[i];
+            if (f.object) out += (out.empty() ? "" : ".") + f.last_key;
+            else out += "[" + std::to_string(f.elements - 1) + "]";
+        }
+        return out.empty() ? "the top level" : "'" + out + "'";
+    }
+
+    std::string_view where_;
+    std::vector<Frame> frames_;
+};
+
+}  // namespace
+
 json parse_json(std::string_view text, std::string_view where) {
-    json value = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    DuplicateKeyGuard guard(where);
+    json value = json::parse(text.begin(), text.end(), json::parser_callback_t(std::ref(guard)),
+                             /*allow_exceptions=*/false);
     if (value.is_discarded()) {
         // Parse again with exceptions to get the byte position in the message.
         try {
@@ -19,7 +93,9 @@ json parse_json(std::string_view text, std::string_view where) {
     return value;
 }
 
-json read_json_file(const fs::path& path) { return parse_json(read_file(path), path.string()); }
+json read_json_file(const fs::path& path, InputKind kind) {
+    return parse_json(read_input_file(path, kind), path.string());
+}
 
 void write_json_atomic(const fs::path& path, const json& value, Overwrite mode) {
     write_file_atomic(path, value.dump(2) + "\n", mode);

@@ -13,9 +13,14 @@ namespace ppolab {
 using json = nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
 
-// Parses text; `where` (a file name) is named in the error.
+// Parses text; `where` (a file name) is named in the error. A key that
+// appears twice in one object, at any depth, is an error naming the key and
+// where the object is ("votes.json: key 'consent' appears twice in the
+// object at votes[2]"): JSON leaves duplicates undefined and nlohmann would
+// silently keep the last one.
 json parse_json(std::string_view text, std::string_view where);
-json read_json_file(const fs::path& path);
+// read_input_file(path, kind) (bounded, regular files only), then parse_json.
+json read_json_file(const fs::path& path, InputKind kind = InputKind::json);
 // Pretty JSON (2 spaces, trailing newline), written atomically.
 void write_json_atomic(const fs::path& path, const json& value, Overwrite mode = Overwrite::refuse);
 void write_json_atomic(const fs::path& path, const ordered_json& value, Overwrite mode = Overwrite::refuse);

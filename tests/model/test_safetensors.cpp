@@ -220,6 +220,18 @@ TEST(SafetensorsMalformed, BadJson) {
                           "abcdefgh"),
                  {"'a' appears twice"});
     expect_error(raw_file(R"({"__metadata__":{"k":1}})", ""), {"__metadata__", "'k'", "must be a string"});
+    // A repeated field would silently keep its last value.
+    expect_error(raw_file(R"({"a":{"dtype":"F32","dtype":"I32","shape":[1],"data_offsets":[0,4]}})", "abcd"),
+                 {"field 'dtype' appears twice in header entry 'a'"});
+    expect_error(raw_file(R"({"__metadata__":{"k":"1","k":"2"}})", ""),
+                 {"field 'k' appears twice in header entry '__metadata__'"});
+    // The same field in two entries is fine.
+    EXPECT_EQ(SafetensorsFile::from_bytes(raw_file(R"({"__metadata__":{"k":"1"},"a":{"dtype":"F32","shape":[1],)"
+                                                   R"("data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],)"
+                                                   R"("data_offsets":[4,8]}})", "abcdefgh"), "ok")
+                  .tensors()
+                  .size(),
+              2u);
 }
 
 TEST(SafetensorsMalformed, UnknownDtype) {

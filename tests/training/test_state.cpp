@@ -2,10 +2,16 @@
 // equals the continuous run bit for bit; damaged or mismatched files are
 // refused with a clear error and leave the disk as it was.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "model/safetensors.h"
 #include "oracle_util.h"
@@ -353,4 +359,257 @@ TEST(ResumeState, FuzzSeedCorpusHoldsValidStates) {
     ResumeState raw = parse_resume_state(read_file(dir / "seed-raw.safetensors"), "seed-raw");
     EXPECT_TRUE(states_equal(s, raw));
     EXPECT_NO_THROW(load_resume_state(dir / "empty.state.gz"));
+}
+
+// ------------------------------------------------------------ hostile state files: bounded memory
+
+namespace {
+
+// gzip(prefix + `zeros` zero bytes) written to `path`, streamed: the zeros are
+// never held (1 GiB of zeros compresses to about 1 MB at level 9).
+void write_gzip_with_zeros(const fs::path& path, const std::string& prefix, uint64_t zeros) {
+    z_stream zs{};
+    ASSERT_EQ(deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
+    FILE* out = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(out, nullptr);
+    const std::string chunk(1 << 20, '\0');
+    std::vector<char> buffer(1 << 16);
+    auto feed = [&](const char* data, size_t size, int flush) {
+        zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
+        zs.avail_in = static_cast<uInt>(size);
+        do {
+            zs.next_out = reinterpret_cast<Bytef*>(buffer.data());
+            zs.avail_out = static_cast<uInt>(buffer.size());
+            deflate(&zs, flush);
+            std::fwrite(buffer.data(), 1, buffer.size() - zs.avail_out, out);
+        } while (zs.avail_out == 0 || zs.avail_in != 0);
+    };
+    feed(prefix.data(), prefix.size(), Z_NO_FLUSH);
+    for (uint64_t left = zeros; left > 0;) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(left, chunk.size()));
+        feed(chunk.data(), n, Z_NO_FLUSH);
+        left -= n;
+    }
+    feed(nullptr, 0, Z_FINISH);
+    deflateEnd(&zs);
+    ASSERT_EQ(std::fclose(out), 0);
+}
+
+struct ChildLoad {
+    std::string message;         // the load's error, or "(no error)"
+    long peak_growth_kib = -1;   // growth of the child's peak resident memory during the load
+};
+
+// Runs `load` in a forked child and reports its error and how much its peak
+// resident memory grew (ru_maxrss starts at the RSS inherited at fork).
+ChildLoad measure_in_child(const std::function<void()>& load) {
+    int fds[2];
+    EXPECT_EQ(::pipe(fds), 0);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(fds[0]);
+        struct rusage before, after;
+        ::getrusage(RUSAGE_SELF, &before);
+        std::string message;
+        try {
+            message = error_of(load);
+        } catch (const std::exception& e) {
+            message = std::string("(not a ppolab::Error) ") + e.what();
+        }
+        ::getrusage(RUSAGE_SELF, &after);
+        const std::string report = std::to_string(after.ru_maxrss - before.ru_maxrss) + "\n" + message;
+        size_t done = 0;
+        while (done < report.size()) {
+            const ssize_t n = ::write(fds[1], report.data() + done, report.size() - done);
+            if (n <= 0) break;
+            done += static_cast<size_t>(n);
+        }
+        ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string report;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fds[0], buf, sizeof buf)) > 0) report.append(buf, static_cast<size_t>(n));
+    ::close(fds[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child died: status " << status;
+    ChildLoad out;
+    const size_t nl = report.find('\n');
+    if (nl == std::string::npos) return out;
+    out.peak_growth_kib = std::stol(report.substr(0, nl));
+    out.message = report.substr(nl + 1);
+    return out;
+}
+
+constexpr uint64_t kGiB = uint64_t(1) << 30;
+constexpr long kSmallKib = 64 * 1024;  // 64 MiB: far below the 1 GiB bombs, far above the toy state
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// safetensors bytes: the length prefix and `header_json` padded to 8.
+std::string safetensors_head(std::string header_json) {
+    header_json.append((8 - header_json.size() % 8) % 8, ' ');
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(uint64_t(header_json.size()) >> (8 * i) & 0xff);
+    return out + header_json;
+}
+
+struct ScopedEnv {
+    std::string name;
+    std::optional<std::string> before;
+    ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
+        if (const char* v = std::getenv(name.c_str())) before = v;
+        ::setenv(name.c_str(), value.c_str(), 1);
+    }
+    ~ScopedEnv() {
+        if (before) ::setenv(name.c_str(), before->c_str(), 1);
+        else ::unsetenv(name.c_str());
+    }
+};
+
+}  // namespace
+
+TEST(ResumeStateBounds, AValidStateRoundTripsBitForBit) {
+    fs::path dir = test::fresh_temp_dir("state_bounds_valid");
+    ToyRun run;
+    run.run_until(4);
+    const ResumeState s = run.state();
+    const StateFileInfo info = save_resume_state(dir / "a.state.gz", s);
+    const ResumeState back = load_resume_state(dir / "a.state.gz");
+    EXPECT_EQ(states_first_difference(s, back), "");
+    save_resume_state(dir / "b.state.gz", back);
+    EXPECT_EQ(read_file(dir / "a.state.gz"), read_file(dir / "b.state.gz"));  // same bytes on disk
+    const std::string raw = inflate_resume_state(read_file(dir / "a.state.gz"), "a.state.gz");
+    EXPECT_EQ(raw, serialize_resume_state(s));
+    EXPECT_EQ(raw.size(), info.raw_bytes);
+    fs::remove_all(dir);
+}
+
+TEST(ResumeStateBounds, AZerosBombFailsAtTheHeaderWithoutInflating) {
+    fs::path dir = test::fresh_temp_dir("state_bounds_zeros");
+    const fs::path bomb = dir / "interrupt.state.gz";
+    write_gzip_with_zeros(bomb, "", kGiB);
+    EXPECT_LT(fs::file_size(bomb), 8u << 20);
+    const ChildLoad r = measure_in_child([&] { load_resume_state(bomb); });
+    EXPECT_EQ(r.message, bomb.string() + ": safetensors header length 0 is too small for a JSON object "
+                                         "(not a resume state; a file of zeros?)");
+    EXPECT_GE(r.peak_growth_kib, 0);
+    EXPECT_LT(r.peak_growth_kib, kSmallKib) << "loading the bomb grew memory by " << r.peak_growth_kib << " KiB";
+
+    // The measurement sees memory that is really held (the check can fail).
+    const ChildLoad control = measure_in_child([] {
+        std::vector<char> held(256u << 20);
+        for (size_t i = 0; i < held.size(); i += 4096) held[i] = 1;
+        volatile char sink = held[held.size() / 2];
+        (void)sink;
+    });
+    EXPECT_EQ(control.message, "(no error)");
+    EXPECT_GT(control.peak_growth_kib, 200 * 1024);
+    fs::remove_all(dir);
+}
+
+TEST(ResumeStateBounds, AValidStateFollowedByZerosIsRefusedAtTheFirstExtraByte) {
+    fs::path dir = test::fresh_temp_dir("state_bounds_tail");
+    ToyRun run;
+    run.run_until(2);
+    const std::string raw = serialize_resume_state(run.state());
+    const fs::path bomb = dir / "tail.state.gz";
+    write_gzip_with_zeros(bomb, raw, kGiB);  // one gzip stream: the state, then 1 GiB of zeros
+    const ChildLoad r = measure_in_child([&] { load_resume_state(bomb); });
+    EXPECT_EQ(r.message, bomb.string() + ": the gzip stream holds more than the " + std::to_string(raw.size()) +
+                             " bytes its safetensors header promises (refused without inflating the rest: a damaged "
+                             "or hostile file)");
+    EXPECT_LT(r.peak_growth_kib, kSmallKib) << "loading the bomb grew memory by " << r.peak_growth_kib << " KiB";
+
+    // A second gzip member after a complete state is refused too.
+    const std::string two = gzip_compress(raw, 1) + gzip_compress(std::string(1000, '\0'), 1);
+    write_file_atomic(dir / "two.state.gz", two);
+    EXPECT_EQ(error_of([&] { load_resume_state(dir / "two.state.gz"); }),
+              (dir / "two.state.gz").string() + ": unexpected bytes after the gzip stream");
+    // And the state alone still loads.
+    write_file_atomic(dir / "alone.state.gz", gzip_compress(raw, 1));
+    EXPECT_TRUE(states_equal(load_resume_state(dir / "alone.state.gz"), run.state()));
+    fs::remove_all(dir);
+}
+
+TEST(ResumeStateBounds, PromisesOverTheCapOrBeyondTheFileAreRefusedBeforeAllocating) {
+    fs::path dir = test::fresh_temp_dir("state_bounds_promise");
+    // A header promising 3 GiB of F32 data, and no data at all.
+    const std::string huge = safetensors_head(
+        R"({"x":{"dtype":"F32","shape":[805306368],"data_offsets":[0,3221225472]}})");
+    write_file_atomic(dir / "huge.state.gz", gzip_compress(huge, 1));
+    const uint64_t total = huge.size() + 3221225472ull;
+    std::string m = error_of([&] { load_resume_state(dir / "huge.state.gz"); });
+    EXPECT_EQ(m, (dir / "huge.state.gz").string() + ": its safetensors header promises " + std::to_string(total) +
+                     " bytes, over the 2048 MiB limit for resume states (decompressed) (raise it with "
+                     "PPOLAB_MAX_STATE_INFLATED_MIB=<MiB>)");
+    {
+        // Raised: the cap no longer refuses it, but a small file cannot hold 3 GiB.
+        ScopedEnv raise("PPOLAB_MAX_STATE_INFLATED_MIB", "4096");
+        const ChildLoad r = measure_in_child([&] { load_resume_state(dir / "huge.state.gz"); });
+        EXPECT_TRUE(has(r.message, ": its safetensors header promises " + std::to_string(total) + " bytes, but " +
+                                       std::to_string(fs::file_size(dir / "huge.state.gz")) +
+                                       " bytes of gzip can hold at most "))
+            << r.message;
+        EXPECT_LT(r.peak_growth_kib, kSmallKib);
+    }
+    // A header length over the format's 100 MB, or promising more than the file.
+    write_file_atomic(dir / "len.state.gz", gzip_compress(std::string(8, '\xff'), 1));
+    m = error_of([&] { load_resume_state(dir / "len.state.gz"); });
+    EXPECT_EQ(m, (dir / "len.state.gz").string() + ": safetensors header length 18446744073709551615 exceeds the "
+                                                   "format's limit of 100000000 bytes (corrupt or hostile file)");
+    std::string len = std::string("\x00\xe1\xf5\x05\x00\x00\x00\x00", 8);  // a 100 000 000-byte header: the format's most
+    write_file_atomic(dir / "short.state.gz", gzip_compress(len, 1));
+    m = error_of([&] { load_resume_state(dir / "short.state.gz"); });
+    EXPECT_TRUE(has(m, "short.state.gz: its safetensors header length promises at least 100000008 bytes, but ")) << m;
+    // A promise the data does not keep: truncated, named.
+    const std::string part = safetensors_head(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})") + "12345678";
+    write_file_atomic(dir / "part.state.gz", gzip_compress(part, 1));
+    m = error_of([&] { load_resume_state(dir / "part.state.gz"); });
+    EXPECT_EQ(m, (dir / "part.state.gz").string() +
+                     ": gzip stream is truncated (the tensor data its header promises: 16 bytes expected, the stream "
+                     "ends after 8)");
+    fs::remove_all(dir);
+}
+
+TEST(ResumeStateBounds, TheCompressedFileIsCheckedBeforeItIsRead) {
+    fs::path dir = test::fresh_temp_dir("state_bounds_file");
+    ToyRun run;
+    run.run_until(1);
+    std::string m = error_of([&] { load_resume_state(dir); });
+    EXPECT_EQ(m, "resume state '" + dir.string() + "' is a directory, expected a regular file");
+    m = error_of([&] { load_resume_state("/dev/zero"); });
+    EXPECT_EQ(m, "resume state '/dev/zero' is a character device, expected a regular file");
+    // Over the compressed limit: refused by its size, whatever it holds.
+    std::string noise(3u << 19, '\0');  // 1.5 MiB
+    Philox rng(5, 5);
+    for (char& c : noise) c = static_cast<char>(rng.uniform() * 256);
+    write_file_atomic(dir / "big.state.gz", noise);
+    ScopedEnv lower("PPOLAB_MAX_STATE_MIB", "1");
+    m = error_of([&] { load_resume_state(dir / "big.state.gz"); });
+    EXPECT_EQ(m, "resume state '" + (dir / "big.state.gz").string() +
+                     "' is 1572864 bytes, over the 1 MiB limit for resume state files (compressed) (raise it with "
+                     "PPOLAB_MAX_STATE_MIB=<MiB>)");
+    save_resume_state(dir / "ok.state.gz", run.state());
+    EXPECT_TRUE(states_equal(load_resume_state(dir / "ok.state.gz"), run.state()));
+    fs::remove_all(dir);
+}
+
+// The hostile inputs committed in the fuzz corpus are refused as such (the
+// replay test only proves they do not crash).
+TEST(ResumeStateBounds, FuzzCorpusBombsAreRefusedWithTheirReason) {
+    const fs::path dir = test::source_dir() / "fuzz" / "corpus" / "resume_state";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"bomb-tail.state.gz", "the gzip stream holds more than the 1584 bytes its safetensors header promises"},
+        {"bomb-zeros.state.gz", "safetensors header length 0 is too small"},
+        {"promise-huge.state.gz", "over the 2048 MiB limit for resume states (decompressed)"},
+        {"dup-key-metadata.state.gz", "key 'version' appears twice in the object at the top level"},
+    };
+    for (const auto& [name, fragment] : cases) {
+        const std::string m = error_of([&] { load_resume_state(dir / name); });
+        EXPECT_TRUE(has(m, (dir / name).string())) << m;
+        EXPECT_TRUE(has(m, fragment)) << name << ": " << m;
+    }
 }

@@ -242,3 +242,27 @@ TEST(StudyConfig, CommandPrintsTheEffectiveConfig) {
     EXPECT_NE(read_file(dir / "err2.txt").find("'ppo.iteration'"), std::string::npos) << read_file(dir / "err2.txt");
     fs::remove_all(dir);
 }
+
+// --config files are outside input: a folder, a device or an oversized file
+// is refused naming it (before: "unexpected error: basic_filebuf::underflow"
+// for a folder, a read without end for /dev/zero).
+TEST(StudyConfig, ConfigFilesAreBoundedRegularFiles) {
+    fs::path dir = test::fresh_temp_dir("config_bounded");
+    std::string m = error_of([&] { effective_config("seed", {dir}, {}); });
+    EXPECT_EQ(m, "configuration file '" + dir.string() + "' is a directory, expected a regular file");
+    m = error_of([&] { effective_config("seed", {"/dev/zero"}, {}); });
+    EXPECT_EQ(m, "configuration file '/dev/zero' is a character device, expected a regular file");
+    write_file_atomic(dir / "big.json", "{\"sft\": {\"lr\": 0.001}}" + std::string(5u << 20, ' '));
+    m = error_of([&] { effective_config("seed", {dir / "big.json"}, {}); });
+    EXPECT_NE(m.find("over the 4 MiB limit for configuration files (raise it with PPOLAB_MAX_CONFIG_MIB=<MiB>)"),
+              std::string::npos) << m;
+    write_file_atomic(dir / "dup.json", R"({"sft": {"lr": 0.001, "lr": 0.5}})");
+    m = error_of([&] { effective_config("seed", {dir / "dup.json"}, {}); });
+    EXPECT_EQ(m, (dir / "dup.json").string() + ": key 'lr' appears twice in the object at 'sft' (each key may appear once)");
+    // Through the command: the message, not an "unexpected error".
+    const test::Output r = test::run_shell("'" + test::ppolab_binary() + "' config --config '" + dir.string() + "'");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.out.find("is a directory, expected a regular file"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("unexpected error"), std::string::npos) << r.out;
+    fs::remove_all(dir);
+}

@@ -1,6 +1,12 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <optional>
+#include <vector>
 
 #include "util/bf16.h"
 #include "util/error.h"
@@ -8,6 +14,8 @@
 #include "util/gzip.h"
 #include "util/json.h"
 #include "util/sha256.h"
+#include "util/input_limits.h"
+#include "support/test_support.h"
 
 using namespace ppolab;
 
@@ -102,4 +110,205 @@ TEST(Philox, KnownAnswerAndResume) {
     std::vector<int64_t> sorted = p;
     std::sort(sorted.begin(), sorted.end());
     for (int i = 0; i < 100; ++i) EXPECT_EQ(sorted[i], i);
+}
+
+// ------------------------------------------------------------ bounded input files
+
+namespace {
+
+using ppolab::test::error_of;
+
+// Sets an environment variable for one scope, restoring what was there.
+struct ScopedEnv {
+    std::string name;
+    std::optional<std::string> before;
+    ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
+        if (const char* v = std::getenv(name.c_str())) before = v;
+        ::setenv(name.c_str(), value.c_str(), 1);
+    }
+    ~ScopedEnv() {
+        if (before) ::setenv(name.c_str(), before->c_str(), 1);
+        else ::unsetenv(name.c_str());
+    }
+};
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST(InputFile, RefusesWhatIsNotARegularFileNamingIt) {
+    fs::path dir = temp_dir("input_kinds");
+    std::string m = error_of([&] { read_input_file(dir, InputKind::votes); });
+    EXPECT_TRUE(contains(m, "vote file '" + dir.string() + "' is a directory, expected a regular file")) << m;
+    m = error_of([&] { read_json_file(dir, InputKind::config); });
+    EXPECT_TRUE(contains(m, "configuration file '" + dir.string() + "' is a directory, expected a regular file")) << m;
+
+    // A FIFO with no writer: refused at once (opening it must not block).
+    const fs::path fifo = dir / "pipe";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    m = error_of([&] { read_input_file(fifo, InputKind::candidates); });
+    EXPECT_TRUE(contains(m, "candidate file '" + fifo.string() + "' is a FIFO (named pipe), expected a regular file")) << m;
+
+    // /dev/zero would grow a string without end: refused before any read.
+    m = error_of([&] { read_json_file("/dev/zero"); });
+    EXPECT_TRUE(contains(m, "JSON file '/dev/zero' is a character device, expected a regular file")) << m;
+
+    m = error_of([&] { read_input_file(dir / "absent.json", InputKind::json); });
+    EXPECT_TRUE(contains(m, "cannot open JSON file '" + (dir / "absent.json").string() + "'")) << m;
+    fs::remove_all(dir);
+}
+
+TEST(InputFile, RefusesFilesOverTheLimitBeforeReadingAndTheLimitCanBeRaised) {
+    fs::path dir = temp_dir("input_limit");
+    const fs::path big = dir / "config.json";
+    // 4 MiB + 1 byte of valid JSON: one byte over the configuration limit.
+    std::string text = "{\"pad\": \"" + std::string((4u << 20) - 12, 'x') + "\"}";
+    text.resize((4u << 20) + 1, ' ');
+    write_file_atomic(big, text);
+    ASSERT_EQ(fs::file_size(big), (4u << 20) + 1);
+    std::string m = error_of([&] { read_json_file(big, InputKind::config); });
+    EXPECT_TRUE(contains(m, "configuration file '" + big.string() + "' is 4194305 bytes, over the 4 MiB limit for "
+                            "configuration files (raise it with PPOLAB_MAX_CONFIG_MIB=<MiB>)")) << m;
+    // The same bytes are a fine JSON file (64 MiB), and a fine config once the limit is raised.
+    EXPECT_EQ(read_json_file(big).at("pad").get<std::string>().size(), (4u << 20) - 12);
+    {
+        ScopedEnv raise("PPOLAB_MAX_CONFIG_MIB", "5");
+        EXPECT_EQ(input_limit_bytes(InputKind::config), 5u << 20);
+        EXPECT_EQ(read_json_file(big, InputKind::config).at("pad").get<std::string>().size(), (4u << 20) - 12);
+    }
+    {
+        ScopedEnv lower("PPOLAB_MAX_JSON_MIB", "1");
+        m = error_of([&] { read_json_file(big); });
+        EXPECT_TRUE(contains(m, "over the 1 MiB limit for JSON files (raise it with PPOLAB_MAX_JSON_MIB=<MiB>)")) << m;
+    }
+    // Exactly at the limit is accepted.
+    const fs::path exact = dir / "exact.json";
+    write_file_atomic(exact, std::string(1u << 20, ' '));
+    {
+        ScopedEnv lower("PPOLAB_MAX_VOTES_MIB", "1");
+        EXPECT_EQ(read_input_file(exact, InputKind::votes).size(), 1u << 20);
+    }
+    for (const char* bad : {"0", "-1", "2x", "", "99999999"}) {
+        ScopedEnv wrong("PPOLAB_MAX_VOTES_MIB", bad);
+        m = error_of([&] { read_input_file(exact, InputKind::votes); });
+        EXPECT_TRUE(contains(m, "environment variable PPOLAB_MAX_VOTES_MIB must be a whole number of MiB")) << bad << ": " << m;
+    }
+    // The documented defaults.
+    EXPECT_EQ(input_limit_bytes(InputKind::config), 4u << 20);
+    EXPECT_EQ(input_limit_bytes(InputKind::votes), 64u << 20);
+    EXPECT_EQ(input_limit_bytes(InputKind::candidates), 64u << 20);
+    EXPECT_EQ(input_limit_bytes(InputKind::json), 64u << 20);
+    EXPECT_EQ(input_limit_bytes(InputKind::tokenizer), 32u << 20);
+    EXPECT_EQ(input_limit_bytes(InputKind::state), uint64_t(2) << 30);
+    EXPECT_EQ(input_limit_bytes(InputKind::state_inflated), uint64_t(2) << 30);
+    fs::remove_all(dir);
+}
+
+TEST(InputFile, AFileThatGrowsWhileReadIsStoppedAtTheLimit) {
+    // The size is checked at open; a file growing afterwards (a writer
+    // appending) is cut off one byte past the limit, never read whole.
+    fs::path dir = temp_dir("input_grow");
+    const fs::path f = dir / "votes.json";
+    write_file_atomic(f, "{}");
+    ScopedEnv lower("PPOLAB_MAX_VOTES_MIB", "1");
+    InputFile in(f, InputKind::votes);
+    EXPECT_EQ(in.size(), 2u);
+    {
+        FILE* w = std::fopen(f.c_str(), "ab");
+        ASSERT_NE(w, nullptr);
+        const std::string more(3u << 20, ' ');
+        ASSERT_EQ(std::fwrite(more.data(), 1, more.size(), w), more.size());
+        std::fclose(w);
+    }
+    std::vector<char> buffer(1 << 16);
+    uint64_t total = 0;
+    std::string m = error_of([&] {
+        while (size_t n = in.read_some(buffer.data(), buffer.size())) total += n;
+    });
+    EXPECT_TRUE(contains(m, "vote file '" + f.string() + "' grew past the 1 MiB limit for vote files")) << m;
+    EXPECT_EQ(total, uint64_t(1) << 20);  // the bytes before the one that crossed the limit
+    fs::remove_all(dir);
+}
+
+// ------------------------------------------------------------ duplicate JSON keys
+
+TEST(Json, DuplicateKeysAreRefusedAtAnyDepthNamingKeyAndFile) {
+    std::string m = error_of([] { parse_json(R"({"consent": false, "consent": true})", "votes.json"); });
+    EXPECT_EQ(m, "votes.json: key 'consent' appears twice in the object at the top level (each key may appear once)");
+    m = error_of([] {
+        parse_json(R"({"format": 1, "votes": [{"pair": "p0", "pick": "a"}, {"pair": "p1", "pick": "a", "pick": "b"}]})",
+                   "votes.json");
+    });
+    EXPECT_EQ(m, "votes.json: key 'pick' appears twice in the object at 'votes[1]' (each key may appear once)");
+    m = error_of([] { parse_json(R"({"a": {"b": [1, [2], {"c": {"d": 1, "d": 2}}]}})", "deep.json"); });
+    EXPECT_EQ(m, "deep.json: key 'd' appears twice in the object at 'a.b[2].c' (each key may appear once)");
+    // Through the file reader too, naming the path.
+    fs::path dir = temp_dir("dup_keys");
+    write_file_atomic(dir / "cfg.json", R"({"sft": {"lr": 1e-3}, "sft": {"lr": 5}})");
+    m = error_of([&] { read_json_file(dir / "cfg.json", InputKind::config); });
+    EXPECT_TRUE(contains(m, (dir / "cfg.json").string() + ": key 'sft' appears twice")) << m;
+    fs::remove_all(dir);
+}
+
+TEST(Json, ValidJsonStillParsesWithRepeatedKeysInSeparateObjects) {
+    // The same key in sibling and nested objects is not a duplicate.
+    const json j = parse_json(R"({"a": {"x": 1}, "b": {"x": 2, "a": {"x": 3}}, "l": [{"x": 4}, {"x": 5}], "x": [], "e": {}})",
+                              "ok.json");
+    EXPECT_EQ(j["a"]["x"], 1);
+    EXPECT_EQ(j["b"]["a"]["x"], 3);
+    EXPECT_EQ(j["l"][1]["x"], 5);
+    EXPECT_EQ(parse_json("[1, 2, {\"k\": null}]", "a.json")[2]["k"], nullptr);
+    EXPECT_EQ(parse_json("42", "n.json"), 42);
+    // Syntax errors still say where.
+    EXPECT_TRUE(contains(error_of([] { parse_json(R"({"a": 1,})", "bad.json"); }), "bad.json: not valid JSON"));
+}
+
+// ------------------------------------------------------------ streaming gunzip
+
+TEST(GzipInflater, HandsOutOnlyWhatIsAskedAndSeesTheEnd) {
+    std::string data;  // incompressible: the gzip bytes span several of the inflater's 64 KiB pulls
+    uint32_t x = 12345;
+    for (int i = 0; i < 300000; ++i) {
+        x = x * 1664525u + 1013904223u;
+        data.push_back(static_cast<char>(x >> 24));
+    }
+    const std::string z = gzip_compress(data, 1);
+    ASSERT_GT(z.size(), 200000u);
+    size_t offset = 0, pulled = 0;
+    auto source = [&](char* buf, size_t cap) {
+        const size_t n = std::min(cap, z.size() - offset);
+        std::memcpy(buf, z.data() + offset, n);
+        offset += n;
+        pulled += n;
+        return n;
+    };
+    {
+        GzipInflater in(source, "a.gz");
+        std::string head(1000, '\0');
+        in.read_exact(head.data(), head.size(), "the head");
+        EXPECT_EQ(head, data.substr(0, 1000));
+        EXPECT_EQ(in.produced(), 1000u);
+        EXPECT_FALSE(in.at_end());  // more data follows
+        EXPECT_LT(pulled, z.size());  // the rest was never pulled
+    }
+    offset = 0;
+    {
+        GzipInflater in(source, "a.gz");
+        std::string all(data.size(), '\0');
+        in.read_exact(all.data(), all.size(), "everything");
+        EXPECT_EQ(all, data);
+        EXPECT_TRUE(in.at_end());
+        char c;
+        EXPECT_EQ(in.read(&c, 1), 0u);
+    }
+    offset = 0;
+    {
+        GzipInflater in(source, "a.gz");
+        std::string more(data.size() + 10, '\0');
+        std::string m = error_of([&] { in.read_exact(more.data(), more.size(), "a promise"); });
+        EXPECT_TRUE(contains(m, "a.gz: gzip stream is truncated (a promise: 300010 bytes expected, the stream ends after 300000)")) << m;
+    }
+    // Bytes after the stream are refused.
+    const std::string twice = z + z;
+    EXPECT_TRUE(contains(error_of([&] { gzip_decompress(twice, "two.gz"); }), "two.gz: unexpected bytes after the gzip stream"));
 }
