@@ -33,7 +33,7 @@ VoteSession::VoteSession(CandidateFile candidates, std::string candidate_file_sh
     if (!fs::exists(out_)) return;
     // Continue an earlier session: the file must be ours, for these candidates.
     const std::string where = out_.string();
-    VoteFile earlier = parse_votes(read_file(out_), where);
+    VoteFile earlier = parse_votes(read_input_file(out_, InputKind::votes), where);
     if (earlier.feedback_kind != "human")
         fail(where, ": exists and is an AI vote file; `feedback serve` continues only a human vote file");
     if (earlier.checkpoint_sha256 != candidates_.checkpoint_sha256)
@@ -514,7 +514,7 @@ private:
 
 void serve_votes(const ServeOptions& o) {
     if (o.port < 0 || o.port > 65535) fail("--port must be in [0, 65535], got ", o.port);
-    const std::string bytes = read_file(o.candidates);
+    const std::string bytes = read_input_file(o.candidates, InputKind::candidates);
     CandidateFile candidates = parse_candidates(bytes, o.candidates.string());
     VoteSession session(std::move(candidates), sha256_hex(bytes), o.out);
 
