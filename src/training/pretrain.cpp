@@ -154,7 +154,8 @@ void PretrainConfig::set(const std::string& assignment) {
     if (eq == std::string::npos || eq == 0) fail("--set '", assignment, "': expected key=value (e.g. tokens=500000)");
     const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
     json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (value.is_discarded()) value = text;
+    if (value.is_discarded()) value = text;  // not JSON: the text itself
+    else value = parse_json(text, "--set " + key);      // JSON: a repeated key is an error, as in every JSON input
     json j = to_json();
     if (!j.contains(key)) fail("--set ", key, ": unknown pretrain config field (known: ", known_keys(), ")");
     j[key] = value;

@@ -94,7 +94,8 @@ void set_config_value(json& config, std::string_view assignment) {
     const std::string path(assignment.substr(0, eq));
     const std::string text(assignment.substr(eq + 1));
     json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (value.is_discarded()) value = text;
+    if (value.is_discarded()) value = text;  // not JSON: the text itself
+    else value = parse_json(text, where);      // JSON: a repeated key is an error, as in every JSON input
     // Build the nested overlay {"a": {"b": value}} and merge it.
     json overlay = value;
     size_t end = path.size();

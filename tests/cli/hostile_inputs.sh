@@ -46,6 +46,7 @@ refuse "configuration file '/dev/zero' is a character device" config --config /d
 refuse "configuration file 'folder' is a directory" config --config folder
 refuse "duplicate.json: key 'sft' appears twice" config --config duplicate.json
 refuse "configuration file '/dev/zero' is a character device" sft --run "$RUN" --config /dev/zero
+refuse "key 'lr' appears twice" config --set 'sft={"lr": 1, "lr": 2}'
 refuse "'lora.rank' must be <= 65536" config --set lora.rank=1000000000
 refuse "key 'ppo.iterations' must be an integer in" config --set ppo.iterations=1000000000000000000
 refuse "tokenizer file 'big-tokenizer.json' is 41943040 bytes, over the 32 MiB limit" tokenize --tokenizer big-tokenizer.json --text hi
