@@ -42,7 +42,7 @@ SLOTS = 64               # kServeMaxConnections
 HEADER_DEADLINE = 5.0    # kServeHeaderDeadline
 RATE_GRACE = 1.0         # kServeRateGrace
 SEND_DEADLINE = 10.0     # kServeSendDeadline
-SLACK = 2.0              # scheduling slack on a loaded 2-core machine
+SLACK = 4.0              # scheduling slack on a loaded 2-core machine
 REQUEST_TIMEOUT = 3.0    # a real request must be answered within this
 HOST = "127.0.0.1"
 
