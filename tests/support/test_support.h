@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "util/error.h"
 
@@ -47,6 +48,22 @@ inline std::filesystem::path source_dir() {
 // template, committed in the repository (models/qwen2.5-0.5b-instruct/README.md
 // says where they came from). The tests that use it fail, never skip, without it.
 inline std::filesystem::path qwen_model_dir() { return source_dir() / "models" / "qwen2.5-0.5b-instruct"; }
+
+// Sets an environment variable for one scope, restoring what was there.
+struct ScopedEnv {
+    std::string name;
+    std::optional<std::string> before;
+    ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
+        if (const char* v = std::getenv(name.c_str())) before = v;
+        ::setenv(name.c_str(), value.c_str(), 1);
+    }
+    ~ScopedEnv() {
+        if (before) ::setenv(name.c_str(), before->c_str(), 1);
+        else ::unsetenv(name.c_str());
+    }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+};
 
 struct Output {
     int rc;           // exit status, -1 if the command did not exit normally

@@ -456,18 +456,7 @@ std::string safetensors_head(std::string header_json) {
     return out + header_json;
 }
 
-struct ScopedEnv {
-    std::string name;
-    std::optional<std::string> before;
-    ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
-        if (const char* v = std::getenv(name.c_str())) before = v;
-        ::setenv(name.c_str(), value.c_str(), 1);
-    }
-    ~ScopedEnv() {
-        if (before) ::setenv(name.c_str(), before->c_str(), 1);
-        else ::unsetenv(name.c_str());
-    }
-};
+using ppolab::test::ScopedEnv;
 
 }  // namespace
 

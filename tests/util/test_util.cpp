@@ -118,19 +118,7 @@ namespace {
 
 using ppolab::test::error_of;
 
-// Sets an environment variable for one scope, restoring what was there.
-struct ScopedEnv {
-    std::string name;
-    std::optional<std::string> before;
-    ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
-        if (const char* v = std::getenv(name.c_str())) before = v;
-        ::setenv(name.c_str(), value.c_str(), 1);
-    }
-    ~ScopedEnv() {
-        if (before) ::setenv(name.c_str(), before->c_str(), 1);
-        else ::unsetenv(name.c_str());
-    }
-};
+using ppolab::test::ScopedEnv;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
