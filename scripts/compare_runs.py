@@ -7,8 +7,9 @@ beside the state files), the PPO metrics (*.metrics.jsonl) and the evaluation
 generations (RUN/eval/*.json) of two runs, value by value, leaving out what
 is allowed to differ between two runs of the same code and config:
 durations (keys named `seconds`, `*_seconds`, `seconds_*`, `iteration_seconds`),
-`peak_rss_bytes`, `code_sha256`, hashes of files that hold durations
-(`generations_sha256`, `state_file`, `*sha256` of a state file), and the run
+`peak_rss_bytes`, speeds (`tokens_per_second`), `code_sha256`, hashes of files
+that hold durations or the code hash (`generations_sha256`, `state_file`, the
+resume checks' file and content sha256), and the run
 folder's own absolute path (replaced by RUN). Exit 0 and `same` when nothing
 else differs; otherwise the first differences, by path, and exit 1.
 Python standard library only.
@@ -16,7 +17,7 @@ Python standard library only.
 import json, pathlib, re, sys
 
 IGNORED = re.compile(r'^(seconds|.*_seconds|seconds_.*|iteration_seconds|peak_rss_bytes|code_sha256|'
-                     r'generations_sha256|state_file|restarted_from|readable_roots|final_dir|written_this_run|'
+                     r'generations_sha256|state_file|tokens_per_second|.*_content_sha256|restarted_from|readable_roots|final_dir|written_this_run|'
                      r'.*_sha256_of_state|continuous_sha256|resume_sha256|first_sha256|second_sha256|first_file|second_file)$')
 
 
