@@ -10,16 +10,34 @@
 
 namespace ppolab {
 
-FieldCheck no_check() { return {}; }
+namespace {
 
-FieldCheck at_least(int64_t min) {
+std::string join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
+    return out;
+}
+
+std::string range_text(const FieldCheck& c) {
+    std::ostringstream s;
+    s << (c.lo_open ? "(" : "[") << c.lo << ", " << c.hi << "]";
+    return s.str();
+}
+
+}  // namespace
+
+namespace field {
+
+FieldCheck any() { return {}; }
+
+FieldCheck count(int64_t min) {
     FieldCheck c;
     c.type = FieldCheck::Type::count;
     c.min = min;
     return c;
 }
 
-FieldCheck in_range(double lo, double hi) {
+FieldCheck range(double lo, double hi) {
     FieldCheck c;
     c.type = FieldCheck::Type::range;
     c.lo = lo;
@@ -28,7 +46,7 @@ FieldCheck in_range(double lo, double hi) {
 }
 
 FieldCheck above(double lo, double hi) {
-    FieldCheck c = in_range(lo, hi);
+    FieldCheck c = range(lo, hi);
     c.lo_open = true;
     return c;
 }
@@ -46,27 +64,15 @@ FieldCheck subset_of(std::vector<std::string> names) {
     return c;
 }
 
+}  // namespace field
+
 const std::vector<std::string>& lora_target_names() {
     static const std::vector<std::string> names = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                                    "gate_proj", "up_proj", "down_proj"};
     return names;
 }
 
-namespace {
-
-std::string join(const std::vector<std::string>& items) {
-    std::string out;
-    for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
-    return out;
-}
-
-std::string range_text(const FieldCheck& c) {
-    std::ostringstream s;
-    s << (c.lo_open ? "(" : "[") << c.lo << ", " << c.hi << "]";
-    return s.str();
-}
-
-}  // namespace
+namespace field {
 
 std::string describe(const FieldCheck& c) {
     switch (c.type) {
@@ -79,6 +85,8 @@ std::string describe(const FieldCheck& c) {
     }
     return "";
 }
+
+}  // namespace field
 
 namespace {
 
@@ -110,7 +118,7 @@ const std::vector<Field<S>>& fields_of();
         return table;                                                      \
     }
 
-PPOLAB_FIELD_TABLE(CorpusConfig, PPOLAB_CORPUS_FIELDS)
+PPOLAB_FIELD_TABLE(CorpusSection, PPOLAB_CORPUS_FIELDS)
 PPOLAB_FIELD_TABLE(ModelSection, PPOLAB_MODEL_FIELDS)
 PPOLAB_FIELD_TABLE(PretrainSection, PPOLAB_PRETRAIN_FIELDS)
 PPOLAB_FIELD_TABLE(LoraSection, PPOLAB_LORA_FIELDS)
@@ -236,7 +244,7 @@ void document_section(const std::string& section, std::vector<ConfigFieldDoc>& o
         std::visit(
             [&](auto ptr) {
                 using T = std::remove_reference_t<decltype(std::declval<S&>().*ptr)>;
-                out.push_back({key_of(section, f.name), type_name<T>(), f.unit, f.meaning, describe(f.check)});
+                out.push_back({key_of(section, f.name), type_name<T>(), f.unit, f.meaning, field::describe(f.check)});
             },
             f.member);
 }
