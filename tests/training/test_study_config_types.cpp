@@ -88,7 +88,8 @@ TEST(StudyConfigTypes, EveryKeyHasAMeaningAndAUnit) {
         EXPECT_FALSE(s.meaning.empty()) << s.name;
         sections.insert(s.name);
     }
-    for (auto& [k, v] : preset_config("seed").items()) EXPECT_EQ(v.is_object(), sections.count(k) == 1) << k;
+    const json seed = preset_config("seed");
+    for (auto& [k, v] : seed.items()) EXPECT_EQ(v.is_object(), sections.count(k) == 1) << k;
     EXPECT_EQ(field::describe(field::above(0, kConfigInf)), "in (0, inf]");
     EXPECT_EQ(field::describe(field::range(0, 1)), "in [0, 1]");
     EXPECT_EQ(field::describe(field::count(1)), "an integer >= 1 and <= 1000000000");
