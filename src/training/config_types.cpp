@@ -105,7 +105,8 @@ struct Field {
     const char* meaning;
 };
 
-#define PPOLAB_CONFIG_FIELD(type, member, unit, check, meaning) Field<Section>{#member, &Section::member, unit, check, meaning},
+#define PPOLAB_CONFIG_FIELD(type, member, unit, check, meaning) \
+    Field<Section>{#member, &Section::member, unit, check, meaning},
 
 template <class S>
 const std::vector<Field<S>>& fields_of();
@@ -235,7 +236,8 @@ void read_section(const json& c, const std::string& section, S& out) {
 
 template <class S>
 void write_section(const S& in, json& out) {
-    for (const Field<S>& f : fields_of<S>()) std::visit([&](auto ptr) { out[f.name] = write_value(in.*ptr); }, f.member);
+    for (const Field<S>& f : fields_of<S>())
+        std::visit([&](auto ptr) { out[f.name] = write_value(in.*ptr); }, f.member);
 }
 
 template <class S>

@@ -87,9 +87,9 @@ struct ModelSection {
     X(int64_t, tokens, "tokens", field::any(), "training tokens to process")                                        \
     X(int64_t, batch_rows, "rows", field::any(), "sequences per optimiser update")                                  \
     X(int64_t, sequence_length, "tokens", field::any(), "tokens per training sequence")                             \
-    X(double, lr, "learning rate", field::above(0, kConfigInf), "peak learning rate")                                     \
+    X(double, lr, "learning rate", field::above(0, kConfigInf), "peak learning rate")                                  \
     X(double, weight_decay, "coefficient", field::range(0, kConfigInf), "AdamW decoupled weight decay")              \
-    X(double, clip, "gradient norm", field::above(0, kConfigInf), "global gradient-norm clip")                           \
+    X(double, clip, "gradient norm", field::above(0, kConfigInf), "global gradient-norm clip")                         \
     X(double, warmup_ratio, "fraction of updates", field::range(0, 1), "linear warm-up share of the schedule")       \
     X(double, min_lr_ratio, "fraction of lr", field::range(0, 1), "cosine decay's floor as a fraction of lr")        \
     X(int64_t, seed, "seed", field::any(), "seed of the initialisation and the data order")                         \
@@ -107,18 +107,23 @@ struct PretrainSection {
 // lora: the adapters every role trains (SPEC §2).
 #define PPOLAB_LORA_FIELDS(X)                                                                                      \
     X(int64_t, rank, "rank", field::count(1), "rank r of every adapter (<= 65536 and the projections' dimensions)")  \
-    X(int64_t, alpha, "scale numerator", field::above(0, kConfigInf), "LoRA alpha: adapters are scaled by alpha / rank") \
+    X(int64_t, alpha, "scale numerator", field::above(0, kConfigInf),                                                  \
+      "LoRA alpha: adapters are scaled by alpha / rank")                                                               \
     X(double, dropout, "probability", field::range(0, 0), "adapter dropout (SPEC §2: none; nothing implements it)")  \
-    X(ConfigNames, targets, "projection names", field::subset_of(lora_target_names()), "the projections that get adapters") \
-    X(OptionalInt, parameters_per_role, "parameters", field::any(), "expected adapter parameters per role; null: not checked")
+    X(ConfigNames, targets, "projection names", field::subset_of(lora_target_names()),                                 \
+      "the projections that get adapters")                                                                             \
+    X(OptionalInt, parameters_per_role, "parameters", field::any(),                                                  \
+      "expected adapter parameters per role; null: not checked")
 struct LoraSection {
     PPOLAB_LORA_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
 // heads: the scalar heads of the judge and the critic (SPEC §2).
 #define PPOLAB_HEADS_FIELDS(X)                                                                                      \
-    X(OptionalInt, parameters, "parameters", field::any(), "expected parameters of one scalar head; null: not checked") \
-    X(double, reward_weight_std, "standard deviation", field::any(), "stddev of the judge head's normal initialisation") \
+    X(OptionalInt, parameters, "parameters", field::any(),                                                             \
+      "expected parameters of one scalar head; null: not checked")                                                     \
+    X(double, reward_weight_std, "standard deviation", field::any(),                                                   \
+      "stddev of the judge head's normal initialisation")                                                              \
     X(bool, critic_zero_init, "flag", field::any(), "the critic's head starts at zero")
 struct HeadsConfig {
     PPOLAB_HEADS_FIELDS(PPOLAB_CONFIG_MEMBER)
@@ -182,16 +187,16 @@ struct JudgeConfig {
     X(int64_t, iterations, "iterations", field::count(1), "rollout-and-update iterations")                            \
     X(int64_t, prompts_per_iteration, "prompts", field::count(1), "prompts rolled out per iteration")                 \
     X(int64_t, updates_per_iteration, "updates", field::count(1), "optimiser updates per iteration")                  \
-    X(double, actor_lr, "learning rate", field::above(0, kConfigInf), "the actor's peak learning rate")                    \
-    X(double, critic_lr, "learning rate", field::above(0, kConfigInf), "the critic's peak learning rate")                  \
+    X(double, actor_lr, "learning rate", field::above(0, kConfigInf), "the actor's peak learning rate")                \
+    X(double, critic_lr, "learning rate", field::above(0, kConfigInf), "the critic's peak learning rate")              \
     PPOLAB_OPTIMISER_FIELDS(X)                                                                                      \
     X(double, beta, "coefficient", field::range(0, kConfigInf), "KL penalty per token against the SFT policy")        \
     X(double, gamma, "discount", field::range(0, 1), "discount of future rewards")                                     \
     X(double, lambda, "GAE lambda", field::range(0, 1), "generalised advantage estimation's lambda")                  \
-    X(double, clip_epsilon, "ratio", field::above(0, 1), "clip range of the probability ratio")                          \
+    X(double, clip_epsilon, "ratio", field::above(0, 1), "clip range of the probability ratio")                        \
     X(double, value_loss_coef, "coefficient", field::range(0, kConfigInf), "weight of the critic's loss")             \
-    X(double, temperature, "temperature", field::above(0, kConfigInf), "sampling temperature (only 1 is implemented)")    \
-    X(std::string, missing_eos, "rule", field::one_of({"replace", "add"}),                                                \
+    X(double, temperature, "temperature", field::above(0, kConfigInf), "sampling temperature (only 1 is implemented)") \
+    X(std::string, missing_eos, "rule", field::one_of({"replace", "add"}),                                             \
       "a response without EOS: replace its score by the penalty, or add the penalty")                              \
     X(double, missing_eos_penalty, "reward", field::any(), "reward given to a response that did not end with EOS")  \
     X(int64_t, interrupt_iteration, "iterations", field::count(0), "iteration after which `--mode interrupt` stops")  \
@@ -214,7 +219,8 @@ struct EvaluationConfig {
 
 // feedback: the preference labels the judge learns from (SPEC §8).
 #define PPOLAB_FEEDBACK_FIELDS(X)                                                                                  \
-    X(std::string, kind, "source", field::one_of({"human", "ai"}), "who labels the pairs: people voting, or an AI judge") \
+    X(std::string, kind, "source", field::one_of({"human", "ai"}),                                                     \
+      "who labels the pairs: people voting, or an AI judge")                                                           \
     X(int64_t, min_train_labels, "labels", field::count(1), "fewest training labels the judge accepts")              \
     X(int64_t, min_validation_labels, "labels", field::count(1), "fewest validation labels the judge accepts")       \
     X(int64_t, min_test_labels, "labels", field::count(1), "fewest test labels the judge accepts")                   \
@@ -242,7 +248,8 @@ struct CheckpointConfig {
 #define PPOLAB_TOP_FIELDS(X)                                                                                     \
     X(std::string, preset, "name", field::any(), "the preset this config starts from (tiny, seed, generic)")     \
     X(std::string, description, "text", field::any(), "what the preset is for")                                  \
-    X(OptionalInt, max_updates, "updates", field::count(1), "cap on each stage's optimiser updates (smoke runs); null: none")
+    X(OptionalInt, max_updates, "updates", field::count(1),                                                          \
+      "cap on each stage's optimiser updates (smoke runs); null: none")
 
 // The whole effective config, one member per top-level key.
 struct StudyConfig {

@@ -176,7 +176,8 @@ TEST(StudyConfigTypes, ExplainPrintsMeaningDefaultsAndUnit) {
     EXPECT_EQ(r.out.find("sft.lr"), std::string::npos) << r.out;
     r = test::run_shell(bin);
     ASSERT_EQ(r.rc, 0) << r.out;
-    for (const ConfigSectionDoc& s : config_section_docs()) EXPECT_NE(r.out.find(s.name + " "), std::string::npos) << s.name;
+    for (const ConfigSectionDoc& s : config_section_docs())
+        EXPECT_NE(r.out.find(s.name + " "), std::string::npos) << s.name;
     r = test::run_shell(bin + " ppo.bta");
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.out.find("unknown config key 'ppo.bta' (close: ppo.beta"), std::string::npos) << r.out;
