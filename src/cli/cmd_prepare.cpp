@@ -9,6 +9,7 @@
 #include "data/corpus.h"
 #include "data/guarded_fs.h"
 #include "training/run_layout.h"
+#include "training/config_types.h"
 #include "training/study_config.h"
 #include "util/error.h"
 #include "util/json.h"
@@ -62,10 +63,11 @@ static int run_prepare(const Args& args) {
     // command then holds; --out DIR writes no run folder.
     const StageOptions options = stage_options(args, args.has("out") ? RunAccess::read : RunAccess::create);
     const fs::path dir = args.has("out") ? fs::path(args.get("out")) : RunLayout{options.run}.corpus();
+    const CorpusSection study_corpus = StudyConfig::parse(options.config).corpus;
     CorpusConfig config;
-    config.dataset = config_string(options.config, "corpus.revision");
-    config.study_revision = config_string(options.config, "corpus.study_revision");
-    config.seed = args.get_int("seed", config_int(options.config, "corpus.seed"));
+    config.dataset = study_corpus.revision;
+    config.study_revision = study_corpus.study_revision;
+    config.seed = args.get_int("seed", study_corpus.seed);
     ordered_json manifest = corpus_write(corpus_generate(config), dir);
     print_audit(json::parse(manifest["audit"].dump()), dir.string());
     std::printf("wrote %zu files + manifest.json (sha256 of every file and of %zu prompts)\n",

@@ -20,6 +20,7 @@
 #include "data/guarded_fs.h"
 #include "training/pretrain.h"
 #include "training/run_layout.h"
+#include "training/config_types.h"
 #include "training/study_config.h"
 #include "util/error.h"
 #include "util/sha256.h"
@@ -62,8 +63,8 @@ static int run_pretrain(const Args& args) {
     std::vector<fs::path> files;
     for (const std::string& f : args.all("config")) files.emplace_back(f);
     const json study = effective_config(args.get("preset", kDefaultPreset), files, study_sets);
-    if (study.contains("pretrain") && study.at("pretrain").contains("enabled") &&
-        !study.at("pretrain").at("enabled").get<bool>())
+    const StudyConfig study_config = StudyConfig::parse(study);
+    if (!study_config.pretrain.enabled)
         fail("preset '", args.get("preset", kDefaultPreset), "' does not pretrain (pretrain.enabled = false): ",
              "it loads a given model");
     PretrainConfig config = PretrainConfig::from_study(study);
@@ -129,7 +130,7 @@ static int run_pretrain(const Args& args) {
                  out.string().c_str());
     // Crash safety: checkpoints in <out>.checkpoints/ (training/checkpoints.h).
     const PretrainReport rep = pretrain_run(config, docs, check, out, provenance, nullptr,
-                                            {{}, config_int(study, "checkpoint.pretrain_every_updates")});
+                                            {{}, study_config.checkpoint.pretrain_every_updates});
     const json& tr = rep.json.at("training");
     std::printf("pretrained %s: %lld parameters, vocab %lld, %lld updates, %lld tokens in %.1f s (%.0f tok/s), "
                 "final loss %.4f, total %.1f s\n",

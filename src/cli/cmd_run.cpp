@@ -20,6 +20,7 @@
 #include "training/checkpoints.h"
 #include "training/pretrain.h"
 #include "training/run_layout.h"
+#include "training/config_types.h"
 #include "training/study_config.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -44,7 +45,7 @@ std::vector<Step> study_steps(const RunLayout& run, const json& config, const st
     const std::string R = run.root.string();
     std::vector<Step> steps;
     steps.push_back({"prepare", with({"prepare", "--run", R}), run.corpus() / "manifest.json", {}});
-    if (config_bool(config, "pretrain.enabled"))
+    if (StudyConfig::parse(config).pretrain.enabled)
         steps.push_back({"pretrain", with({"pretrain", "--run", R}), run.base() / "pretrain.json",
                          {pretrain_checkpoint_path(run.base())}});
     for (const std::string stage : {"sft", "reward", "ppo"}) {

@@ -5,6 +5,7 @@
 #include "cli/command.h"
 #include "cli/stage_options.h"
 #include "training/feedback_stage.h"
+#include "training/config_types.h"
 #include "training/study_config.h"
 #include "training/warmstart.h"
 #include "util/error.h"
@@ -37,7 +38,7 @@ static int run_reward_votes(const Args& args) {
     for (const std::string& v : args.all("votes")) votes.emplace_back(v);
     for (const std::string& v : args.positional()) votes.emplace_back(v);  // --votes A B C
     if (!args.has("candidates")) fail("reward --votes needs --candidates FILE (the candidate file the votes are about)");
-    const std::string kind = args.get("feedback-kind", config_string(o.config, "feedback.kind"));
+    const std::string kind = args.get("feedback-kind", StudyConfig::parse(o.config).feedback.kind);
     if (kind != "human" && kind != "ai") fail("--feedback-kind must be human or ai, got '", kind, "'");
     Study study = Study::open(o.config, o.run, o.model, "reward", StageScope::learn);
     PreparedVotes prepared = prepare_votes(study, mode, args.get("candidates"), votes, kind);

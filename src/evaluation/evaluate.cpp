@@ -172,7 +172,7 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     // Crash safety: the rows generated so far, every `checkpoint.every_rows`
     // rows. Greedy, one row per forward: a row does not depend on the others,
     // so a restarted evaluation gives the same rows.
-    const int64_t every = config_int(s.config, "checkpoint.every_rows");
+    const int64_t every = s.cfg.checkpoint.every_rows;
     size_t first_row = 0;
     if (std::optional<json> ck = [&]() -> std::optional<json> {
             remove_atomic_temporaries(checkpoint.parent_path());

@@ -44,12 +44,12 @@ struct PromptChoice {
 
 CandidateFile export_candidates(const Study& s, const fs::path& sft_dir, const fs::path& out) {
     if (fs::exists(out)) fail("refusing to overwrite ", out.string(), " (choose a new --out)");
-    const json& c = s.config;
-    const int64_t wanted = config_int(c, "feedback.pairs");
-    const uint64_t candidate_seed = static_cast<uint64_t>(config_int(c, "feedback.candidate_seed"));
-    const uint64_t split_seed = static_cast<uint64_t>(config_int(c, "feedback.split_seed"));
-    const double train_fraction = config_number(c, "feedback.train_fraction");
-    const double validation_fraction = config_number(c, "feedback.validation_fraction");
+    const FeedbackConfig& c = s.cfg.feedback;
+    const int64_t wanted = c.pairs;
+    const uint64_t candidate_seed = static_cast<uint64_t>(c.candidate_seed);
+    const uint64_t split_seed = static_cast<uint64_t>(c.split_seed);
+    const double train_fraction = c.train_fraction;
+    const double validation_fraction = c.validation_fraction;
 
     const std::string checkpoint = sft_checkpoint_sha256(s, sft_dir);
     Role policy = load_role(sft_dir, "sft", RoleKind::policy, s);
@@ -143,14 +143,14 @@ bool judge_learns_from_votes(const RunLayout& run) { return fs::exists(run.feedb
 
 PreparedVotes prepare_votes(const Study& s, StageMode mode, const fs::path& candidates_path,
                             const std::vector<fs::path>& vote_paths, const std::string& kind) {
-    const json& c = s.config;
+    const FeedbackConfig& c = s.cfg.feedback;
     // 1. the files and every SPEC §8 rule (outside input: read directly)
     VoteSource candidate_source{candidates_path.string(), read_input_file(candidates_path, InputKind::candidates)};
     const CandidateFile candidates = parse_candidates(candidate_source.bytes, candidate_source.path);
     std::vector<VoteSource> sources;
     for (const fs::path& p : vote_paths) sources.push_back({p.string(), read_input_file(p, InputKind::votes)});
-    VoteRules rules{kind, sft_checkpoint_sha256(s, s.run.final_dir("sft")), config_int(c, "feedback.min_train_labels"),
-                    config_int(c, "feedback.min_validation_labels"), config_int(c, "feedback.min_test_labels")};
+    VoteRules rules{kind, sft_checkpoint_sha256(s, s.run.final_dir("sft")), c.min_train_labels,
+                    c.min_validation_labels, c.min_test_labels};
     PreparedVotes out;
     out.collection = collect_votes(candidates, candidate_source, sources, rules);
 

@@ -12,20 +12,24 @@
 
 namespace ppolab {
 
-static fs::path resolve_model_dir(const json& config, const RunLayout& run,
+static fs::path resolve_model_dir(const StudyConfig& config, const RunLayout& run,
                                   const std::optional<fs::path>& model_override) {
     if (model_override) return *model_override;
-    if (config_string(config, "model.shape") == "tiny") return run.base();
-    fail("preset '", config_string(config, "preset"),
+    if (config.model.shape == "tiny") return run.base();
+    fail("preset '", config.preset,
          "' needs --model DIR (a Qwen2-architecture checkpoint folder); only the tiny preset finds its base in ",
          run.base().string());
 }
 
-static int32_t special_id(const Tokenizer& tok, const json& config, const std::string& which, const fs::path& dir) {
-    const std::string token = config_string(config, "model." + which + "_token");
+static int32_t special_id(const Tokenizer& tok, const OptionalString& configured, const OptionalInt& want,
+                          const std::string& which, const fs::path& dir) {
+    if (!configured)
+        fail("config: 'model.", which, "_token' must be a string, got null (name the token with --set model.", which,
+             "_token=TOKEN)");
+    const std::string& token = *configured;
     const int32_t id = tok.token_to_id(token);
     if (id < 0) fail(dir.string(), "/tokenizer.json: has no token '", token, "' (config model.", which, "_token)");
-    if (auto want = config_optional_int(config, "model." + which + "_token_id"); want && *want != id)
+    if (want && *want != id)
         fail(dir.string(), "/tokenizer.json: '", token, "' has id ", id, "; config model.", which,
              "_token_id expects ", *want);
     return id;
@@ -35,8 +39,9 @@ Study Study::open(const json& config, const fs::path& run_root, const std::optio
                   const std::string& stage, StageScope scope) {
     Study s;
     s.config = config;
+    s.cfg = StudyConfig::parse(config);
     s.run.root = run_root;
-    s.model_dir = resolve_model_dir(config, s.run, model_override);
+    s.model_dir = resolve_model_dir(s.cfg, s.run, model_override);
 
     std::vector<fs::path> roots = corpus_read_roots(
         s.run.corpus(), scope == StageScope::learn  ? CorpusAccess::learn
@@ -63,21 +68,21 @@ Study Study::open(const json& config, const fs::path& run_root, const std::optio
     }
     if (!fs::exists(s.model_dir / "config.json"))
         fail("stage ", stage, ": no checkpoint at ", s.model_dir.string(),
-             config_string(config, "model.shape") == "tiny" ? " (run `ppolab pretrain --run RUN` first)" : "");
+             s.cfg.model.shape == "tiny" ? " (run `ppolab pretrain --run RUN` first)" : "");
 
     s.base = load_checkpoint(s.model_dir, WeightType::bf16);
-    if (config_bool(config, "model.pin_architecture"))
+    if (s.cfg.model.pin_architecture)
         check_seed_architecture(s.base.config, s.model_dir.string() + "/config.json");
     s.tokenizer_.emplace(Tokenizer::from_file(s.model_dir));
     if (s.tokenizer().vocab_size() > s.base.config.vocab_size)
         fail(s.model_dir.string(), ": tokenizer has ", s.tokenizer().vocab_size(), " ids but the model only ",
              s.base.config.vocab_size, " embeddings");
-    s.eos_id = special_id(s.tokenizer(), config, "eos", s.model_dir);
-    s.pad_id = special_id(s.tokenizer(), config, "pad", s.model_dir);
-    s.limits.max_prompt = config_int(config, "limits.max_prompt");
-    s.limits.max_response = config_int(config, "limits.max_response");
-    s.limits.max_context = config_int(config, "limits.max_context");
-    s.system_prompt = config_string(config, "model.system_prompt");
+    s.eos_id = special_id(s.tokenizer(), s.cfg.model.eos_token, s.cfg.model.eos_token_id, "eos", s.model_dir);
+    s.pad_id = special_id(s.tokenizer(), s.cfg.model.pad_token, s.cfg.model.pad_token_id, "pad", s.model_dir);
+    s.limits.max_prompt = s.cfg.limits.max_prompt;
+    s.limits.max_response = s.cfg.limits.max_response;
+    s.limits.max_context = s.cfg.limits.max_context;
+    s.system_prompt = s.cfg.model.system_prompt;
     s.model_sha256 = checkpoint_sha256(s.model_dir);
     s.base_identity = base_frozen_identity(s.base);
     s.code_sha256 = running_binary_sha256();

@@ -13,6 +13,7 @@
 #include "model/scoring.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
+#include "training/config_types.h"
 #include "training/run_layout.h"
 #include "util/json.h"
 
@@ -47,6 +48,7 @@ private:
 
 struct Study {
     json config;                  // effective config (preset + files + --set)
+    StudyConfig cfg;              // the same, parsed once (config_types.h)
     RunLayout run;
     fs::path model_dir;           // the base checkpoint folder
     Qwen2Weights base;            // frozen BF16 base (shared read-only by every role)

@@ -1,9 +1,9 @@
 #include "training/study_config.h"
 
 #include <cmath>
-#include <limits>
 #include <map>
-#include <set>
+
+#include "training/config_types.h"
 
 #include "util/error.h"
 #include "util/sha256.h"
@@ -28,7 +28,18 @@ json preset_config(std::string_view name) {
     auto it = embedded_presets().find(std::string(name));
     if (it == embedded_presets().end())
         fail("unknown preset '", name, "' (known presets: ", join(preset_names()), ")");
-    return parse_json(it->second, "built-in preset '" + it->first + "'");
+    const std::string where = "built-in preset '" + it->first + "'";
+    json preset = parse_json(it->second, where);
+    if (!preset.contains("overlay_on")) return preset;
+    // An overlay: its base preset with the overlay's keys (its own name
+    // and description among them) put on top, kinds checked as for --config.
+    const json base_name = preset["overlay_on"];
+    if (!base_name.is_string() || base_name == it->first)
+        fail(where, ": 'overlay_on' must name another preset, got ", base_name.dump());
+    preset.erase("overlay_on");
+    json base = preset_config(base_name.get<std::string>());
+    base["preset"] = it->first;  // the overlay's own "preset" must say the same
+    return merge_config(base, preset, where);
 }
 
 static const char* kind_of(const json& v) {
@@ -120,95 +131,7 @@ json effective_config(std::string_view preset, const std::vector<fs::path>& conf
     return config;
 }
 
-namespace {
-
-void check_range(const json& c, const std::string& key, double lo, double hi, bool lo_open = false) {
-    const double x = config_number(c, key);
-    if (!std::isfinite(x) || (lo_open ? !(x > lo) : !(x >= lo)) || !(x <= hi))
-        fail("config: '", key, "' must be in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", x);
-}
-
-// A count: at least `lo`, at most kMaxConfigCount.
-void check_min_int(const json& c, const std::string& key, int64_t lo) {
-    const int64_t x = config_int(c, key);
-    if (x < lo) fail("config: '", key, "' must be >= ", lo, ", got ", x);
-    if (x > kMaxConfigCount) fail("config: '", key, "' must be <= ", kMaxConfigCount, " (the bound of every count), got ", x);
-}
-
-void check_one_of(const json& c, const std::string& key, const std::vector<std::string>& allowed) {
-    const std::string x = config_string(c, key);
-    for (const std::string& a : allowed)
-        if (x == a) return;
-    fail("config: '", key, "' must be one of ", join(allowed), "; got '", x, "'");
-}
-
-}  // namespace
-
-void validate_study_config(const json& c) {
-    const double inf = std::numeric_limits<double>::infinity();
-    // The model's own bound (the smallest dimension of a targeted
-    // projection) is checked where the adapters are built (make_role).
-    check_min_int(c, "lora.rank", 1);
-    if (config_int(c, "lora.rank") > kMaxLoraRank)
-        fail("config: 'lora.rank' must be <= ", kMaxLoraRank, " (and at most the smallest dimension of the "
-             "targeted projections), got ", config_int(c, "lora.rank"));
-    check_range(c, "lora.alpha", 0.0, inf, true);
-    check_range(c, "lora.dropout", 0.0, 0.0);  // SPEC §2: no dropout; nothing implements it
-    const json& targets = config_at(c, "lora.targets");
-    if (!targets.is_array() || targets.empty()) fail("config: 'lora.targets' must be a non-empty list");
-    for (const json& t : targets)
-        if (!t.is_string() || !std::set<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                                      "down_proj"}.count(t.get<std::string>()))
-            fail("config: 'lora.targets' holds ", t.dump(), "; expected names among q_proj, k_proj, v_proj, o_proj, "
-                 "gate_proj, up_proj, down_proj");
-    for (const char* k : {"limits.max_prompt", "limits.max_response", "limits.max_context"}) check_min_int(c, k, 1);
-    if (config_int(c, "limits.max_context") < config_int(c, "limits.max_response") + 1)
-        fail("config: 'limits.max_context' (", config_int(c, "limits.max_context"),
-             ") must leave room for a prompt token and 'limits.max_response' (", config_int(c, "limits.max_response"), ")");
-    check_range(c, "adamw.beta1", 0.0, 1.0);
-    check_range(c, "adamw.beta2", 0.0, 1.0);
-    check_range(c, "adamw.eps", 0.0, 1.0, true);
-    for (const std::string stage : {"pretrain", "sft", "reward", "ppo"}) {
-        for (const std::string& lr : stage == "ppo" ? std::vector<std::string>{"actor_lr", "critic_lr"}
-                                                   : std::vector<std::string>{"lr"})
-            check_range(c, stage + "." + lr, 0.0, inf, true);
-        check_range(c, stage + ".weight_decay", 0.0, inf);
-        check_range(c, stage + ".clip", 0.0, inf, true);
-        check_range(c, stage + ".warmup_ratio", 0.0, 1.0);
-        check_range(c, stage + ".min_lr_ratio", 0.0, 1.0);
-    }
-    check_min_int(c, "sft.epochs", 1);
-    check_min_int(c, "sft.accumulation", 1);
-    check_min_int(c, "reward.epochs", 1);
-    check_min_int(c, "reward.pairs_per_update", 1);
-    check_min_int(c, "ppo.iterations", 1);
-    check_min_int(c, "ppo.prompts_per_iteration", 1);
-    check_min_int(c, "ppo.updates_per_iteration", 1);
-    check_range(c, "ppo.beta", 0.0, inf);
-    check_range(c, "ppo.gamma", 0.0, 1.0);
-    check_range(c, "ppo.lambda", 0.0, 1.0);
-    check_range(c, "ppo.clip_epsilon", 0.0, 1.0, true);
-    check_range(c, "ppo.value_loss_coef", 0.0, inf);
-    check_range(c, "ppo.temperature", 0.0, inf, true);
-    check_one_of(c, "ppo.missing_eos", {"replace", "add"});
-    check_one_of(c, "feedback.kind", {"human", "ai"});
-    check_min_int(c, "feedback.pairs", 1);
-    check_range(c, "feedback.train_fraction", 0.0, 1.0);
-    check_range(c, "feedback.validation_fraction", 0.0, 1.0);
-    if (config_number(c, "feedback.train_fraction") + config_number(c, "feedback.validation_fraction") > 1.0)
-        fail("config: 'feedback.train_fraction' + 'feedback.validation_fraction' must be <= 1 (the rest is test), got ",
-             config_number(c, "feedback.train_fraction") + config_number(c, "feedback.validation_fraction"));
-    for (const char* key : {"feedback.min_train_labels", "feedback.min_validation_labels", "feedback.min_test_labels"})
-        check_min_int(c, key, 1);
-    for (const char* k : {"checkpoint.every_updates", "checkpoint.pretrain_every_updates", "checkpoint.every_iterations",
-                          "checkpoint.every_rows"})
-        check_min_int(c, k, 0);
-    for (const char* k : {"sft.interrupt_epoch", "reward.interrupt_epoch", "ppo.interrupt_iteration"}) check_min_int(c, k, 0);
-    if (auto m = config_optional_int(c, "max_updates"); m && *m < 1)
-        fail("config: 'max_updates' must be null or >= 1, got ", *m);
-    if (auto m = config_optional_int(c, "max_updates"); m && *m > kMaxConfigCount)
-        fail("config: 'max_updates' must be null or <= ", kMaxConfigCount, " (the bound of every count), got ", *m);
-}
+void validate_study_config(const json& c) { (void)StudyConfig::parse(c); }
 
 std::string config_sha256(const json& config) {
     // How often checkpoints are written changes no number of the study: a

@@ -1,13 +1,16 @@
 // study_config.h — the study's configuration: built-in presets, --config
 // files and --set overrides (SPEC intro: every number is a config value).
 //
-// A preset is a complete JSON document (src/training/presets/*.json,
-// compiled into the binary): `seed` (the SPEC's numbers, Qwen2.5-0.5B-Instruct
-// pinned), `tiny` (the embedded default, SPEC §10) and `generic` (the seed's
-// numbers on any Qwen2-architecture folder). All three have the same keys.
+// A preset is a JSON document compiled into the binary
+// (src/training/presets/*.json): `seed` (the SPEC's numbers,
+// Qwen2.5-0.5B-Instruct pinned) and `tiny` (the embedded default, SPEC §10)
+// are complete; `generic` (the seed's numbers on any Qwen2-architecture
+// folder) is an overlay, `"overlay_on": "seed"`, holding only the keys that
+// differ. All three effective presets have the same keys.
 // Overrides can only change keys that exist — a typo is an error naming the
 // key — and must keep each value's JSON kind (number, string, bool, array,
-// object); a key whose preset value is null accepts any value.
+// object); a key whose preset value is null accepts any value of the kind
+// its typed field takes (config_types.h).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -22,7 +25,7 @@ namespace ppolab {
 
 std::vector<std::string> preset_names();  // sorted: generic, seed, tiny
 inline constexpr const char* kDefaultPreset = "tiny";
-json preset_config(std::string_view name);  // Error listing the known presets
+json preset_config(std::string_view name);  // overlays merged; Error listing the known presets
 
 // Recursively applies `overlay` onto `base`; `where` names the overlay's
 // source (a file, "--set sft.lr=1e-3") in errors.
@@ -42,7 +45,8 @@ inline constexpr int64_t kMaxLoraRank = 65536;
 // Range and enumeration checks of the values every stage relies on (learning
 // rates > 0, ratios in [0, 1], epochs >= 1, missing_eos in {replace, add},
 // known LoRA targets, limits that fit, …); errors name the key, the allowed
-// values and what was found.
+// values and what was found. It is StudyConfig::parse (config_types.h), whose
+// field tables hold the checks.
 void validate_study_config(const json& config);
 // The effective config: preset, then each file in order, then each --set,
 // then validate_study_config.
@@ -56,8 +60,8 @@ std::string config_sha256(const json& config);
 // The block every output's identity carries: preset, revisions, config hash.
 json config_identity(const json& config);
 
-// Typed access by dotted path ("sft.lr"); errors name the path, expected kind
-// and what was found.
+// Access by dotted path ("sft.lr"); errors name the path, expected kind and
+// what was found. New code reads the typed StudyConfig (config_types.h).
 const json& config_at(const json& config, std::string_view path);
 int64_t config_int(const json& config, std::string_view path);
 double config_number(const json& config, std::string_view path);
