@@ -545,13 +545,40 @@ struct PretrainProgress {
                 {"loss_curve", loss_curve},
                 {"grad_norm_curve", norm_curve}};
     }
-    void restore(const json& extra, const std::string& from) {
+    // These numbers, and the batcher's position, from a checkpoint of `total` steps on `sched`.
+    void restore(const ResumeState& st, const std::string& from, const Schedule& sched, int64_t total,
+                 PackedBatcher& batcher) {
+        const json& extra = st.extra;
         step = json_int(extra, "step", from);
+        if (st.schedulers.at("lr").next_step != step || !(st.schedulers.at("lr").schedule == sched) || step > total)
+            fail(from, ": scheduler position differs from the step count");
+        batcher.restore({json_int(extra, "batcher_epoch", from), json_int(extra, "batcher_cursor", from),
+                         st.rngs.at("batcher_epoch")},
+                        from);
         tokens_seen = json_int(extra, "tokens_seen", from);
         targets_seen = json_int(extra, "target_tokens_seen", from);
         final_loss = json_number(extra, "final_loss", from);
         loss_curve = json_field(extra, "loss_curve", from);
         norm_curve = json_field(extra, "grad_norm_curve", from);
+        if (static_cast<int64_t>(loss_curve.size()) != step || static_cast<int64_t>(norm_curve.size()) != step)
+            fail(from, ": the loss and norm curves do not have ", step, " entries");
+    }
+    // pretrain.json's training block (without its checkpoints).
+    ordered_json to_report(const PretrainConfig& config, int64_t updates, const PackedBatcher& batcher,
+                           double seconds, double tokens_per_second) const {
+        ordered_json tr;
+        tr["updates"] = updates;
+        tr["rows_per_epoch"] = batcher.rows_per_epoch();
+        tr["epochs_started"] = batcher.epoch() + 1;
+        tr["positions_seen"] = updates * config.batch_rows * config.sequence_length;
+        tr["tokens_seen"] = tokens_seen;
+        tr["target_tokens_seen"] = targets_seen;
+        tr["seconds"] = seconds;
+        tr["tokens_per_second"] = tokens_per_second;
+        tr["final_loss"] = final_loss;
+        tr["loss_curve"] = ordered_json::parse(loss_curve.dump());
+        tr["grad_norm_curve"] = ordered_json::parse(norm_curve.dump());
+        return tr;
     }
 };
 
@@ -605,6 +632,52 @@ static json generation_config(const Qwen2Config& mc, const PretrainConfig& confi
     return gen;
 }
 
+// The identity a checkpoint must match: config, documents, tokenizer, model config, provenance, binary.
+static json pretrain_identity(const PretrainConfig& config, const std::vector<PretrainDocument>& docs,
+                              const Tokenizer& tok, const Qwen2Config& mc, const ordered_json& provenance) {
+    return {{"stage", "pretrain"},
+            {"config", json::parse(config.to_json().dump())},
+            {"documents_sha256", documents_sha256(docs)},
+            {"tokenizer_sha256", tok.sha256()},
+            {"model_config", json::parse(mc.to_json().dump())},
+            {"provenance", json::parse(provenance.dump())},
+            {"code_sha256", running_binary_sha256()}};
+}
+
+// A fresh temporary sibling of `out` (".<name>.pretrain<pid>-<random>"), renamed into place at the end.
+static fs::path new_staging_folder(const fs::path& out) {
+    const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+    std::random_device rd;
+    const fs::path staging =
+        parent / ("." + out.filename().string() + ".pretrain" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    create_new_directory(staging);
+    return staging;
+}
+
+// 2. every document's tokens and loss mask; the corpus's token and target counts.
+static std::vector<PretrainExample> encode_documents(const Tokenizer& tok, const std::vector<PretrainDocument>& docs,
+                                                     const PretrainConfig& config, int64_t& tokens, int64_t& targets) {
+    std::vector<PretrainExample> examples;
+    examples.reserve(docs.size());
+    for (const auto& d : docs) {
+        examples.push_back(pretrain_encode(tok, d, config.system_prompt));
+        tokens += static_cast<int64_t>(examples.back().tokens.size());
+        targets += std::count(examples.back().loss.begin(), examples.back().loss.end(), uint8_t{1});
+    }
+    return examples;
+}
+
+// 7. pretrain.json's tokenizer block.
+static ordered_json tokenizer_json(const Tokenizer& tok, const BpeTrainStats& bpe, double seconds) {
+    ordered_json tj;
+    tj["sha256"] = tok.sha256();
+    tj["vocab_size"] = tok.vocab_size();
+    tj["merges"] = bpe.merges;
+    tj["unique_pretokens"] = bpe.unique_words;
+    tj["seconds"] = seconds;
+    return tj;
+}
+
 // 7. pretrain.json's base_corpus block.
 static ordered_json base_corpus_json(const std::vector<PretrainDocument>& docs, int64_t tokens, int64_t targets) {
     ordered_json cj;
@@ -640,22 +713,13 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
     const Tokenizer tok = Tokenizer::from_json_text(tok_json, "tokenizer.json (trained)");
     const double tokenizer_seconds = seconds_since(t_start);
 
-    std::vector<PretrainExample> examples;
-    examples.reserve(docs.size());
     int64_t corpus_tokens = 0, corpus_targets = 0;
-    for (const auto& d : docs) {
-        examples.push_back(pretrain_encode(tok, d, config.system_prompt));
-        corpus_tokens += static_cast<int64_t>(examples.back().tokens.size());
-        corpus_targets += std::count(examples.back().loss.begin(), examples.back().loss.end(), uint8_t{1});
-    }
+    const std::vector<PretrainExample> examples = encode_documents(tok, docs, config, corpus_tokens, corpus_targets);
 
     // 3. model with FP32 master weights
     const Qwen2Config mc = shape ? pretrain_model_config(*shape, tok) : pretrain_model_config(config.shape, tok);
-    InitOptions init;
-    init.seed = config.seed;
-    init.matrices = WeightType::f32;
-    init.stddev = config.init_stddev;
-    Qwen2Weights weights = random_weights(mc, init);
+    Qwen2Weights weights = random_weights(mc, InitOptions{.seed = config.seed, .matrices = WeightType::f32,
+                                                          .stddev = config.init_stddev});
     Qwen2Weights grads = qwen2_grads_like(weights);
     const bool mixed = config.precision == "bf16";
     Qwen2Weights compute;  // the BF16 copy the products read (mixed precision)
@@ -676,13 +740,7 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
                           Philox(config.seed, /*stream=*/1));
     LmLoss lm(model);
     PretrainProgress at;
-    const json identity = {{"stage", "pretrain"},
-                           {"config", json::parse(config.to_json().dump())},
-                           {"documents_sha256", documents_sha256(docs)},
-                           {"tokenizer_sha256", tok.sha256()},
-                           {"model_config", json::parse(mc.to_json().dump())},
-                           {"provenance", json::parse(provenance.dump())},
-                           {"code_sha256", running_binary_sha256()}};
+    const json identity = pretrain_identity(config, docs, tok, mc, provenance);
     auto exact_state = [&] {  // no durations
         ResumeState st;
         st.identity = identity;
@@ -700,16 +758,7 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
         restore_params(st->learned.at("model"), params, from);
         if (mixed) qwen2_bf16_copy(weights, compute);
         opt.load_state(st->optimizers.at("adamw"), from);
-        at.restore(st->extra, from);
-        if (st->schedulers.at("lr").next_step != at.step || !(st->schedulers.at("lr").schedule == sched) ||
-            at.step > updates)
-            fail(from, ": scheduler position differs from the step count");
-        batcher.restore({json_int(st->extra, "batcher_epoch", from), json_int(st->extra, "batcher_cursor", from),
-                         st->rngs.at("batcher_epoch")},
-                        from);
-        if (static_cast<int64_t>(at.loss_curve.size()) != at.step ||
-            static_cast<int64_t>(at.norm_curve.size()) != at.step)
-            fail(from, ": the loss and norm curves do not have ", at.step, " entries");
+        at.restore(*st, from, sched, updates, batcher);
         restarted = {{"file", from}, {"step", at.step}};
         std::fprintf(stderr, "pretrain: continuing from checkpoint %s (step %lld of %lld)\n", from.c_str(),
                      static_cast<long long>(at.step), static_cast<long long>(updates));
@@ -752,11 +801,7 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
     const ordered_json check_json = base_check_json(model, tok, check, config);
 
     // 6.–7. the folder with pretrain.json, built in a temporary sibling and renamed into place
-    const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
-    std::random_device rd;
-    const fs::path staging =
-        parent / ("." + out.filename().string() + ".pretrain" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-    create_new_directory(staging);
+    const fs::path staging = new_staging_folder(out);
     try {
         const fs::path tokdir = staging / "tokenizer";
         write_tokenizer_folder(tokdir, tok_json, config);
@@ -773,21 +818,9 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
         j["config"] = config.to_json();
         j["seed"] = config.seed;
         j["base_corpus"] = base_corpus_json(docs, corpus_tokens, corpus_targets);
-        j["tokenizer"] = {{"sha256", tok.sha256()}, {"vocab_size", tok.vocab_size()}, {"merges", bpe.merges},
-                          {"unique_pretokens", bpe.unique_words}, {"seconds", tokenizer_seconds}};
+        j["tokenizer"] = tokenizer_json(tok, bpe, tokenizer_seconds);
         j["model"] = {{"config", mc.to_json()}, {"parameters", n_params}, {"checkpoint_sha256", checkpoint_sha256(hf)}};
-        ordered_json tr;
-        tr["updates"] = updates;
-        tr["rows_per_epoch"] = batcher.rows_per_epoch();
-        tr["epochs_started"] = batcher.epoch() + 1;
-        tr["positions_seen"] = updates * config.batch_rows * config.sequence_length;
-        tr["tokens_seen"] = at.tokens_seen;
-        tr["target_tokens_seen"] = at.targets_seen;
-        tr["seconds"] = train_seconds;
-        tr["tokens_per_second"] = rep.tokens_per_second;
-        tr["final_loss"] = at.final_loss;
-        tr["loss_curve"] = ordered_json::parse(at.loss_curve.dump());
-        tr["grad_norm_curve"] = ordered_json::parse(at.norm_curve.dump());
+        ordered_json tr = at.to_report(config, updates, batcher, train_seconds, rep.tokens_per_second);
         tr["checkpoints"] = {{"every_updates", checkpoints.every},
                              {"file", checkpoint.path().string()},
                              {"written_this_run", checkpoint.written()},
