@@ -11,7 +11,8 @@ FaultHooks FaultHooks::from_environment() {
     if (const char* v = std::getenv("PPOLAB_TEST_KILL_IN_CHECKPOINT"); v != nullptr && *v != '\0') {
         char* end = nullptr;
         const long long x = std::strtoll(v, &end, 10);
-        if (*end != '\0' || x < 1) fail("PPOLAB_TEST_KILL_IN_CHECKPOINT must be a checkpoint number >= 1, got '", v, "'");
+        if (*end != '\0' || x < 1)
+            fail("PPOLAB_TEST_KILL_IN_CHECKPOINT must be a checkpoint number >= 1, got '", v, "'");
         h.kill_in_checkpoint_ = static_cast<int64_t>(x);
     }
     const char* v = std::getenv("PPOLAB_TEST_NONFINITE");
@@ -20,8 +21,8 @@ FaultHooks FaultHooks::from_environment() {
     const size_t dot = s.find('.'), at = s.find('@');
     if (dot == std::string::npos || at == std::string::npos || dot > at || at + 1 == s.size())
         fail("PPOLAB_TEST_NONFINITE must be <stage>.<quantity>@<n> (e.g. sft.loss@3), got '", s, "'");
-    static const char* kKnown[] = {"sft.loss",    "sft.gradient", "reward.score",  "reward.gradient",
-                                   "ppo.logprob", "ppo.score",    "ppo.value",     "ppo.advantage",
+    static const char* kKnown[] = {"sft.loss",     "sft.gradient",  "reward.score",     "reward.gradient",
+                                   "ppo.logprob",  "ppo.score",     "ppo.value",        "ppo.advantage",
                                    "ppo.gradient", "pretrain.loss", "pretrain.gradient"};
     bool known = false;
     for (const char* k : kKnown) known = known || s.substr(0, at) == k;

@@ -124,15 +124,17 @@ json run_reward_model(const Study& s, StageMode mode, const VoteData* votes) {
     const fs::path corpus = s.run.corpus();
     const Manifest manifest = load_manifest(s.reader(), corpus);
     SupervisedData data;
-    data.rows = votes ? encode_votes(s, votes->train) : encode_pairs(s, load_pairs(s.reader(), corpus, PairSplit::train));
+    data.rows =
+        votes ? encode_votes(s, votes->train) : encode_pairs(s, load_pairs(s.reader(), corpus, PairSplit::train));
     data.validation = votes ? encode_votes(s, votes->validation)
                             : encode_pairs(s, load_pairs(s.reader(), corpus, PairSplit::validation));
     check_limits(s, data.rows, true);
     check_limits(s, data.validation, true);
 
     // 2. the role: the judge's adapters and scalar head
-    Role role = make_role(s, "reward", RoleKind::reward, static_cast<uint64_t>(config_int(s.config, "reward.adapter_seed")),
-                          static_cast<uint64_t>(config_int(s.config, "reward.head_seed")));
+    Role role =
+        make_role(s, "reward", RoleKind::reward, static_cast<uint64_t>(config_int(s.config, "reward.adapter_seed")),
+                  static_cast<uint64_t>(config_int(s.config, "reward.head_seed")));
     data.initial_identity = role.learned_identity();
     data.data_identity = votes ? votes->data_identity : pairs_data_identity(s, manifest);
     data.sampler_stream = 2;

@@ -46,7 +46,9 @@ struct RunLayout {
     std::filesystem::path resume_check(const std::string& stage_name) const {
         return stage(stage_name) / "resume-check.json";
     }
-    std::filesystem::path ppo_metrics(const std::string& mode) const { return stage("ppo") / (mode + ".metrics.jsonl"); }
+    std::filesystem::path ppo_metrics(const std::string& mode) const {
+        return stage("ppo") / (mode + ".metrics.jsonl");
+    }
     std::filesystem::path ppo_rollouts(const std::string& mode) const { return stage("ppo") / "rollouts" / mode; }
     std::filesystem::path eval() const { return root / "eval"; }
     std::filesystem::path feedback_labels() const { return stage("reward") / "feedback.json"; }

@@ -46,8 +46,7 @@ public:
             double sum = 0;
             for (int64_t t = 0; t < b.T; ++t)
                 if (b.response_mask[i * b.T + t]) sum += logp[i * b.T + t];
-            trace.push_back(
-                {{"id", group[i]->id}, {"tokens", group[i]->first.response.size()}, {"sum_logprob", sum}});
+            trace.push_back({{"id", group[i]->id}, {"tokens", group[i]->first.response.size()}, {"sum_logprob", sum}});
         }
         return loss;
     }

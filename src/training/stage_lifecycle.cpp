@@ -60,7 +60,9 @@ bool StageLifecycle::start(const json& identity, const RestoreState& restore) {
     return false;
 }
 
-StateFileInfo StageLifecycle::save_state(const ResumeState& state) const { return save_resume_state(state_path_, state); }
+StateFileInfo StageLifecycle::save_state(const ResumeState& state) const {
+    return save_resume_state(state_path_, state);
+}
 
 void StageLifecycle::add_common_fields(json& report, double seconds, const StateFileInfo& state_file,
                                        const std::pair<std::string, int64_t>& every) const {

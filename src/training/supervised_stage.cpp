@@ -24,7 +24,8 @@ void check_limits(const Study& s, const std::vector<SupervisedExample>& rows, bo
     }
 }
 
-SupervisedSettings SupervisedSettings::read(const json& c, const std::string& stage, const std::string& per_update_key) {
+SupervisedSettings SupervisedSettings::read(const json& c, const std::string& stage,
+                                            const std::string& per_update_key) {
     const std::string k = stage + ".";
     SupervisedSettings s;
     s.per_update = config_int(c, per_update_key);
@@ -131,8 +132,10 @@ json train_supervised(const Study& s, StageLifecycle& life, const SupervisedSett
     st.identity["schedule"] = st.schedule.to_json();
 
     if (life.start(st.identity, [&](const ResumeState& r, const fs::path& from) { st.restore(r, from); })) {
-        life.set_restarted({{"file", life.checkpoint().path().string()}, {"updates", st.updates},
-                            {"epoch", st.epoch}, {"mid_epoch", !st.order.empty()}});
+        life.set_restarted({{"file", life.checkpoint().path().string()},
+                            {"updates", st.updates},
+                            {"epoch", st.epoch},
+                            {"mid_epoch", !st.order.empty()}});
         std::fprintf(stderr, "%s %s: continuing from checkpoint %s (update %lld, epoch %lld%s)\n", name.c_str(),
                      life.mode_name().c_str(), life.checkpoint().path().c_str(), static_cast<long long>(st.updates),
                      static_cast<long long>(st.epoch + 1), st.order.empty() ? " start" : ", mid-epoch");

@@ -43,15 +43,15 @@ public:
     // The loss of `group`, gradients accumulated into the role; `denominator`
     // (tokens or pairs) and one trace entry per example are filled. `where`
     // names the stage and update in non-finite errors; `update` is 1-based.
-    virtual double loss_and_grad(const std::vector<const SupervisedExample*>& group, double& denominator,
-                                 json& trace, const std::string& where, int64_t update) = 0;
+    virtual double loss_and_grad(const std::vector<const SupervisedExample*>& group, double& denominator, json& trace,
+                                 const std::string& where, int64_t update) = 0;
     // Validation, never used to select anything (SPEC §3).
     virtual json validate(const std::vector<SupervisedExample>& rows) = 0;
 };
 
 // The stage's settings, read once from the config ("<stage>." keys).
 struct SupervisedSettings {
-    int64_t per_update = 0;      // sft.accumulation | reward.pairs_per_update
+    int64_t per_update = 0;  // sft.accumulation | reward.pairs_per_update
     int64_t epochs = 0;
     int64_t interrupt_epoch = 0;
     double lr = 0, warmup_ratio = 0, min_lr_ratio = 0, weight_decay = 0, clip = 0;
@@ -65,9 +65,9 @@ struct SupervisedSettings {
 // What a supervised stage hands to train_supervised.
 struct SupervisedData {
     std::vector<SupervisedExample> rows, validation;
-    json data_identity;           // the identity's "data" block
+    json data_identity;            // the identity's "data" block
     std::string initial_identity;  // the role's learned identity before training
-    uint64_t sampler_stream = 0;  // Philox stream of the epoch permutations
+    uint64_t sampler_stream = 0;   // Philox stream of the epoch permutations
     std::string denominator_kind;  // "active_response_tokens" | "pairs"
 };
 

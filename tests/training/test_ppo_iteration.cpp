@@ -37,8 +37,9 @@ fs::path micro_run() {
         const std::string bin = "'" + ppolab::test::ppolab_binary() + "' ";
         const std::string at = " --run '" + (root / "run").string() + "'";
         for (const std::string step :
-             {"prepare", "pretrain --set max_updates=2 --set pretrain.conversations=400 --set pretrain.prose=50"
-                         " --set pretrain.check_prompts=0",
+             {"prepare",
+              "pretrain --set max_updates=2 --set pretrain.conversations=400 --set pretrain.prose=50"
+              " --set pretrain.check_prompts=0",
               "sft --set max_updates=1", "reward --set max_updates=1"}) {
             const std::string verb = step.substr(0, step.find(' '));
             Output o = run_shell(bin + verb + at + step.substr(verb.size()));
@@ -133,12 +134,13 @@ TEST(PpoIteration, NumbersMatchAnIndependentComputation) {
         // 3. per-token rewards: −β(old − ref), the terminal reward on the last token.
         const bool ended = r.finish == Finish::eos;
         EXPECT_EQ(ended, !r.row.response.empty() && r.row.response.back() == s.eos_id);
-        const double terminal = ended ? r.score
+        const double terminal = ended                                           ? r.score
                                 : cfg.reward.missing_eos == MissingEos::replace ? penalty
                                                                                 : r.score + penalty;
         ASSERT_EQ(r.rewards.size(), n);
         for (size_t t = 0; t < n; ++t) {
-            const double expected = -beta * (double(r.old_logp[t]) - double(r.ref_logp[t])) + (t + 1 == n ? terminal : 0);
+            const double expected =
+                -beta * (double(r.old_logp[t]) - double(r.ref_logp[t])) + (t + 1 == n ? terminal : 0);
             EXPECT_NEAR(r.rewards[t], expected, 1e-12) << t;
         }
         // 4. GAE, backwards, no bootstrap after the last token; returns = A + V.
