@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "training/state.h"
+#include "training/resume_state.h"
 #include "util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """function_lengths.py — the longest C++ function definitions, in lines.
 
-Usage: scripts/function_lengths.py [--top N] [--max-lines L] PATH...
+Usage: scripts/function_lengths.py [--top N] [--max-lines L] [--only NAME] PATH...
 Prints `lines  file:line  name`, longest first. A function is a brace block
 whose enclosing blocks are all namespaces/classes; its length runs from the
 first line of its signature to its closing brace (lambdas count inside it).
-With --max-lines, exits 1 naming every function longer than L.
+With --max-lines, exits 1 naming every function longer than L. With --only,
+only the functions named NAME (e.g. PpoRun::iterate) count, and finding
+none is an error (exit 2).
 """
 import argparse, pathlib, re, sys
 
@@ -76,6 +78,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--top', type=int, default=10)
     ap.add_argument('--max-lines', type=int)
+    ap.add_argument('--only', help='count only the functions with this name')
     ap.add_argument('paths', nargs='+')
     a = ap.parse_args()
     rows = []
@@ -85,6 +88,11 @@ def main():
         for f in files:
             for n, ln, name in functions(f):
                 rows.append((n, f'{f}:{ln}', name))
+    if a.only is not None:
+        rows = [r for r in rows if r[2] == a.only]
+        if not rows:
+            print(f'function_lengths: no function named {a.only} in {" ".join(a.paths)}', file=sys.stderr)
+            return 2
     rows.sort(key=lambda r: (-r[0], r[1]))
     for n, where, name in rows[:a.top]:
         print(f'{n:5d}  {where}  {name}')

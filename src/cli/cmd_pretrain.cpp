@@ -128,7 +128,7 @@ static int run_pretrain(const Args& args) {
                  docs.size(), base.conversations.size(), static_cast<long long>(config.updates()),
                  static_cast<long long>(config.batch_rows), static_cast<long long>(config.sequence_length),
                  out.string().c_str());
-    // Crash safety: checkpoints in <out>.checkpoints/ (training/checkpoints.h).
+    // Crash safety: checkpoints in <out>.checkpoints/ (training/crash_checkpoints.h).
     const PretrainReport rep = pretrain_run(config, docs, check, out, provenance, nullptr,
                                             {{}, study_config.checkpoint.pretrain_every_updates});
     const json& tr = rep.json.at("training");

@@ -6,7 +6,7 @@
 // continues after *any* interruption (kill -9 included): a step whose last
 // output exists finished before the interruption and is recorded; any other
 // step is run again, and the step itself continues from its newest
-// checkpoint (training/checkpoints.h) and replaces what the interrupted
+// checkpoint (training/crash_checkpoints.h) and replaces what the interrupted
 // attempt left unfinished. A finished run (RUN/results.json) is never
 // overwritten.
 #include <chrono>
@@ -17,7 +17,7 @@
 #include "evaluation/evaluate.h"
 #include "evaluation/summary.h"
 #include "kernels/dispatch.h"
-#include "training/checkpoints.h"
+#include "training/crash_checkpoints.h"
 #include "training/pretrain.h"
 #include "training/run_layout.h"
 #include "training/config_types.h"

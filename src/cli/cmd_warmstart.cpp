@@ -7,27 +7,30 @@
 #include "training/feedback_stage.h"
 #include "training/config_types.h"
 #include "training/study_config.h"
-#include "training/warmstart.h"
+#include "training/resume_check.h"
+#include "training/reward_model.h"
+#include "training/sft.h"
 #include "util/error.h"
 
 namespace ppolab::cli {
 
-static int run_branch(const Args& args, WarmstartBranch branch) {
+// `stage` is "sft" or "reward" (the judge from the corpus pairs).
+static int run_supervised(const Args& args, const std::string& stage) {
     args.allow_only(with_stage_options({"mode"}));
     StageOptions o = stage_options(args);
     const StageMode mode = parse_stage_mode(args.get("mode", "continuous"));
-    Study study = Study::open(o.config, o.run, o.model, branch_name(branch), StageScope::learn);
-    json report = run_warmstart(study, branch, mode);
+    Study study = Study::open(o.config, o.run, o.model, stage, StageScope::learn);
+    json report = stage == "sft" ? run_sft(study, mode) : run_reward_model(study, mode);
     const json& last = report["validation_history"].empty() ? json() : report["validation_history"].back();
-    std::printf("%s %s: %lld updates in %.1f s (%.3f s/update); validation %s\n", branch_name(branch),
+    std::printf("%s %s: %lld updates in %.1f s (%.3f s/update); validation %s\n", stage.c_str(),
                 stage_mode_name(mode), static_cast<long long>(report["updates"].get<int64_t>()),
                 report["seconds"].get<double>(), report["seconds_per_update"].get<double>(), last.dump().c_str());
-    std::printf("wrote %s\n", study.run.report(branch_name(branch), stage_mode_name(mode)).c_str());
+    std::printf("wrote %s\n", study.run.report(stage, stage_mode_name(mode)).c_str());
     return 0;
 }
 
 static Command sft_cmd("sft", "sft --run DIR [--mode interrupt|continuous|resume] [--preset P] [--set k=v]  supervised fine-tuning (LoRA)",
-                       {}, [](const Args& a) { return run_branch(a, WarmstartBranch::sft); });
+                       {}, [](const Args& a) { return run_supervised(a, "sft"); });
 
 // The judge from votes (SPEC §8): every rule is checked before anything is written.
 static int run_reward_votes(const Args& args) {
@@ -61,7 +64,7 @@ static Command reward_cmd("reward",
                           "reward --run DIR [--mode interrupt|continuous|resume] [--preset P]  Bradley-Terry judge; "
                           "with --votes FILE... --candidates FILE [--feedback-kind human|ai]: from votes (SPEC §8)",
                           {}, [](const Args& a) {
-                              return a.has("votes") ? run_reward_votes(a) : run_branch(a, WarmstartBranch::reward);
+                              return a.has("votes") ? run_reward_votes(a) : run_supervised(a, "reward");
                           });
 
 static Command reward_test_cmd(

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "model/generate.h"
-#include "training/checkpoints.h"
+#include "training/crash_checkpoints.h"
 #include "training/roles.h"
 #include "training/study_config.h"
 #include "util/error.h"

@@ -247,7 +247,7 @@ json run_reward_from_votes(const Study& s, StageMode mode, const PreparedVotes& 
         fs::create_directories(run.feedback_test().parent_path());
         write_file_atomic(run.feedback_test(), v.test_labels.dump(2) + "\n");
     }
-    json report = run_warmstart(s, WarmstartBranch::reward, mode, &v.data);
+    json report = run_reward_model(s, mode, &v.data);
     report["feedback"] = v.collection.provenance;
     return report;
 }

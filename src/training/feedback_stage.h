@@ -16,7 +16,8 @@
 #include "feedback/candidates.h"
 #include "feedback/votes.h"
 #include "training/study.h"
-#include "training/warmstart.h"
+#include "training/reward_model.h"
+#include "training/stage_lifecycle.h"
 #include "util/json.h"
 
 namespace ppolab {
@@ -42,7 +43,7 @@ CandidateFile export_candidates(const Study& study, const fs::path& sft_dir, con
 // overwritten).
 struct PreparedVotes {
     VoteCollection collection;
-    VoteData data;       // train/validation pairs for run_warmstart
+    VoteData data;       // train/validation pairs for run_reward_model
     json labels;         // RUN/reward/feedback.json
     json test_labels;    // RUN/feedback/test_votes.json
 };
@@ -50,7 +51,7 @@ PreparedVotes prepare_votes(const Study& study, StageMode mode, const fs::path& 
                             const std::vector<fs::path>& vote_files, const std::string& feedback_kind);
 
 // Writes the label files (or checks that identical ones exist) and trains
-// the judge on the votes (run_warmstart). Returns the stage report with the
+// the judge on the votes (run_reward_model). Returns the stage report with the
 // provenance at "feedback".
 json run_reward_from_votes(const Study& study, StageMode mode, const PreparedVotes& votes);
 

@@ -4,7 +4,7 @@
 // resumed run repeats no rollout and ends bit-for-bit where a continuous one
 // ends.
 //
-// One iteration:
+// One iteration (PpoRun::iterate):
 //   1. rollout    4 prompts (seeded permutation + cursor), temperature-1
 //                 full-vocabulary sampling, old_logp of every sampled token
 //   2. score      reference log-probs, critic values before each token,
@@ -14,10 +14,28 @@
 //   5. update ×2  actor: clipped surrogate; critic: ½(V − R)²; each its own
 //                 AdamW, clip 1, its own schedule
 //   6. record     metrics (TRL names), the rollouts with their per-token table
+//
+// run_ppo wraps the iterations in the stage lifecycle (stage_lifecycle.h):
+// restore, checkpoints, the exact state and the report.
 #pragma once
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+#include "model/qwen2.h"
+#include "model/scoring.h"
+#include "training/adamw.h"
+#include "training/fault_hooks.h"
+#include "training/ppo_math.h"
+#include "training/resume_state.h"
+#include "training/roles.h"
+#include "training/schedule.h"
+#include "training/stage_lifecycle.h"
 #include "training/study.h"
-#include "training/warmstart.h"
 #include "util/json.h"
+#include "util/rng.h"
 
 namespace ppolab {
 
@@ -26,5 +44,118 @@ namespace ppolab {
 // continuous run). `interrupt` stops after ppo.interrupt_iteration
 // iterations; `resume` continues from the interrupt state.
 json run_ppo(const Study& study, StageMode mode);
+
+// How a sampled response ended. The JSON spells it "eos" | "length".
+enum class Finish { eos, length };
+const char* finish_name(Finish finish);
+
+// One sampled response and every number PPO derives from it.
+struct Rollout {
+    std::string id;          // iteration-NNN-slot-K, unique, consumed once
+    std::string prompt_id;   // the rollout prompt it answers
+    ScoringRow row;          // prompt ids, response ids (EOS last when it ended the row)
+    Finish finish = Finish::length;
+    std::vector<float> old_logp, ref_logp, values;  // (n) detached, from the sampling/old policies
+    double score = 0;        // the judge's predicted simulated-preference score
+    std::vector<double> rewards, advantages, returns;
+};
+
+// Every PPO setting, read once from the config ("ppo." keys, adamw.*, checkpoint.every_iterations).
+struct PpoSettings {
+    int64_t iterations = 0, prompts_per_iteration = 0, updates_per_iteration = 0, interrupt_iteration = 0;
+    double actor_lr = 0, critic_lr = 0, warmup_ratio = 0, min_lr_ratio = 0;
+    AdamWConfig adam;               // adamw.beta1/beta2/eps, ppo.weight_decay
+    RewardConfig reward;            // ppo.beta, ppo.missing_eos, ppo.missing_eos_penalty
+    double gamma = 1, lambda = 1, clip_epsilon = 0.2, value_loss_coef = 0.5, clip = 1;
+    uint64_t sampler_seed = 0, generation_seed = 0;
+    int64_t checkpoint_every = 0;   // checkpoint.every_iterations
+    static PpoSettings read(const json& config);  // Error unless ppo.temperature is 1
+};
+
+// Steps 3–4 summed over the rollouts of one iteration (means over responses).
+struct RolloutStats {
+    double mean_score = 0, mean_kl = 0, mean_non_score = 0, mean_len = 0;
+    int64_t num_eos = 0;
+    std::vector<double> all_returns, all_values;  // every token's, for val/explained_variance
+};
+// Step 5 over the updates of one iteration.
+struct UpdateStats {
+    json log = json::array();  // one entry per update
+    double clipfrac = 0, approxkl = 0, policy_loss = 0, value_loss = 0;  // sums over the updates
+};
+
+// The four roles, their optimisers and the position of the stage: one PPO
+// run, one iteration at a time.
+class PpoRun {
+public:
+    // Loads the roles (RUN/sft/final, RUN/reward/final) and the rollout
+    // prompts; rollout files go to `rollout_dir`.
+    PpoRun(const Study& study, const FaultHooks& hooks, fs::path rollout_dir);
+    // The models point into the roles, the scorers into the models.
+    PpoRun(const PpoRun&) = delete;
+    PpoRun& operator=(const PpoRun&) = delete;
+
+    // One iteration, steps 1–6; returns its rollouts.
+    std::vector<Rollout> iterate();
+
+    std::vector<Rollout> rollout();                                                  // 1.
+    ScoringBatch score(std::vector<Rollout>& rollouts);                              // 2.
+    RolloutStats advantages(std::vector<Rollout>& rollouts) const;                   // 3.–4.
+    UpdateStats update(const std::vector<Rollout>& rollouts, const ScoringBatch& batch);  // 5.
+    void record(const std::vector<Rollout>& rollouts, const RolloutStats& r, const UpdateStats& u);  // 6.
+
+    // The state at an iteration boundary (SPEC §6): the same at the end and in checkpoints.
+    ResumeState exact_state();
+    void restore(const ResumeState& state, const fs::path& from);
+    // The frozen roles and base unchanged, the learners changed (after `done` iterations).
+    void check_roles(int64_t done);
+
+    const PpoSettings& settings() const { return cfg_; }
+    const json& identity() const { return identity_; }
+    int64_t iteration() const { return iteration_; }
+    int64_t updates() const { return updates_; }
+    const json& history() const { return history_; }
+    const json& consumed() const { return consumed_; }
+    const Philox& generation_rng() const { return generation_; }
+    Role& actor() { return actor_; }
+    Role& critic() { return critic_; }
+    Role& reference() { return reference_; }
+    Role& judge() { return judge_; }
+    const std::string& reference_identity() const { return reference_identity_; }
+    const std::string& judge_identity() const { return judge_identity_; }
+
+    // Beside the exact state: per-iteration phase seconds ({"iteration",
+    // "seconds": {phase: s}}) and the re-score probe of the report (per-token
+    // sampling vs teacher-forced log-probs before the first update).
+    json iteration_seconds = json::array();
+    json rescore_probe = json();
+
+private:
+    void check_isolation();
+
+    const Study& s_;
+    const FaultHooks& hooks_;
+    const fs::path rollout_dir_;
+    const PpoSettings cfg_;
+    // Four roles (SPEC §2): actor and critic from SFT, reference an independent
+    // frozen SFT copy, the judge frozen. The BF16 base is shared read-only.
+    Role actor_, reference_, critic_, judge_;
+    const std::string reference_identity_, judge_identity_;
+    Qwen2 actor_model_, reference_model_, critic_model_, judge_model_;
+    Scorer actor_scorer_, reference_scorer_, critic_scorer_, judge_scorer_;
+    std::vector<PromptRow> prompts_;
+    std::vector<std::vector<int32_t>> prompt_ids_;
+    Schedule actor_schedule_, critic_schedule_;
+    ParamList actor_params_, critic_params_;
+    AdamW actor_opt_, critic_opt_;
+    Philox sampler_, generation_;
+    json identity_;
+    // The position: permutation of the prompts, cursor in it, iterations and updates done.
+    std::vector<int64_t> order_;
+    int64_t cursor_ = 0, iteration_ = 0, updates_ = 0;
+    json history_ = json::array(), consumed_ = json::array();
+    std::set<std::string> seen_;  // rollout ids consumed
+    json phase_seconds_;         // this iteration's
+};
 
 }  // namespace ppolab

@@ -13,6 +13,19 @@ MissingEos parse_missing_eos(const std::string& text) {
     fail("config: ppo.missing_eos must be 'replace' or 'add', got '", text, "'");
 }
 
+double ppo_terminal_reward(double score, bool ended_with_eos, const RewardConfig& c) {
+    if (ended_with_eos) return score;
+    return c.missing_eos == MissingEos::replace ? c.missing_eos_penalty : score + c.missing_eos_penalty;
+}
+
+double ppo_response_kl(const std::vector<float>& old_logp, const std::vector<float>& ref_logp) {
+    if (ref_logp.size() != old_logp.size())
+        fail("ppo_response_kl: ", old_logp.size(), " sampling log-probs and ", ref_logp.size(), " reference log-probs");
+    double kl = 0;
+    for (size_t i = 0; i < old_logp.size(); ++i) kl += old_logp[i] - ref_logp[i];
+    return kl;
+}
+
 std::vector<double> ppo_token_rewards(const std::vector<float>& old_logp, const std::vector<float>& ref_logp,
                                       double score, bool ended_with_eos, const RewardConfig& c) {
     const size_t n = old_logp.size();
@@ -21,12 +34,7 @@ std::vector<double> ppo_token_rewards(const std::vector<float>& old_logp, const 
     std::vector<double> r(n);
     for (size_t t = 0; t < n; ++t)
         r[t] = -c.beta * (static_cast<double>(old_logp[t]) - static_cast<double>(ref_logp[t]));
-    if (ended_with_eos)
-        r[n - 1] += score;
-    else if (c.missing_eos == MissingEos::replace)
-        r[n - 1] += c.missing_eos_penalty;
-    else
-        r[n - 1] += score + c.missing_eos_penalty;
+    r[n - 1] += ppo_terminal_reward(score, ended_with_eos, c);
     return r;
 }
 

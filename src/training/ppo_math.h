@@ -38,7 +38,17 @@ struct RewardConfig {
     double missing_eos_penalty = -1.0;
 };
 
-// 1. r (n): the per-token rewards of one response.
+// 1a. The judge's part of the last token's reward: the score (ended with
+// EOS); for a cut response the penalty instead (replace) or added (add).
+double ppo_terminal_reward(double score, bool ended_with_eos, const RewardConfig& config);
+
+// 1b. The sampled log-ratio of one response, Σ_t (old_logp_t − ref_logp_t):
+// each difference in float, summed in double, t = 0..n−1 (TRL's objective/kl
+// term before the mean over responses).
+double ppo_response_kl(const std::vector<float>& old_logp, const std::vector<float>& ref_logp);
+
+// 1. r (n): the per-token rewards of one response, −β times each token's
+// log-ratio, plus ppo_terminal_reward on the last.
 std::vector<double> ppo_token_rewards(const std::vector<float>& old_logp, const std::vector<float>& ref_logp,
                                       double score, bool ended_with_eos, const RewardConfig& config);
 

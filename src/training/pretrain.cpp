@@ -19,7 +19,8 @@
 #include "model/init.h"
 #include "tokenizer/bpe_train.h"
 #include "tokenizer/chat.h"
-#include "training/checkpoints.h"
+#include "training/crash_checkpoints.h"
+#include "training/stage_lifecycle.h"
 #include "training/schedule.h"
 #include "training/study.h"
 #include "util/error.h"
@@ -511,6 +512,186 @@ fs::path pretrain_checkpoint_path(const fs::path& out_in) {
     return out.parent_path() / (out.filename().string() + ".checkpoints") / "pretrain.state.gz";
 }
 
+// Staging folders of attempts killed before their rename are never finished.
+static void remove_stale_staging(const fs::path& out) {
+    const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+    const std::string stem = "." + out.filename().string() + ".pretrain";
+    std::error_code ec;
+    if (!fs::is_directory(parent, ec)) return;
+    for (const fs::directory_entry& e : fs::directory_iterator(parent))
+        if (e.is_directory() && e.path().filename().string().rfind(stem, 0) == 0) {
+            std::fprintf(stderr, "pretrain: removing %s (left by an attempt that stopped before finishing)\n",
+                         e.path().c_str());
+            fs::remove_all(e.path(), ec);
+        }
+}
+
+namespace {
+
+// Where training stands: the numbers of the exact state beside the weights,
+// optimiser, schedule and batcher (no durations).
+struct PretrainProgress {
+    int64_t step = 0, tokens_seen = 0, targets_seen = 0;
+    double final_loss = 0;
+    json loss_curve = json::array(), norm_curve = json::array();
+
+    json to_extra(const PackedBatcher::Position& at) const {
+        return {{"step", step},
+                {"batcher_epoch", at.epoch},
+                {"batcher_cursor", at.cursor},
+                {"tokens_seen", tokens_seen},
+                {"target_tokens_seen", targets_seen},
+                {"final_loss", final_loss},
+                {"loss_curve", loss_curve},
+                {"grad_norm_curve", norm_curve}};
+    }
+    // These numbers, and the batcher's position, from a checkpoint of `total` steps on `sched`.
+    void restore(const ResumeState& st, const std::string& from, const Schedule& sched, int64_t total,
+                 PackedBatcher& batcher) {
+        const json& extra = st.extra;
+        step = json_int(extra, "step", from);
+        if (st.schedulers.at("lr").next_step != step || !(st.schedulers.at("lr").schedule == sched) || step > total)
+            fail(from, ": scheduler position differs from the step count");
+        batcher.restore({json_int(extra, "batcher_epoch", from), json_int(extra, "batcher_cursor", from),
+                         st.rngs.at("batcher_epoch")},
+                        from);
+        tokens_seen = json_int(extra, "tokens_seen", from);
+        targets_seen = json_int(extra, "target_tokens_seen", from);
+        final_loss = json_number(extra, "final_loss", from);
+        loss_curve = json_field(extra, "loss_curve", from);
+        norm_curve = json_field(extra, "grad_norm_curve", from);
+        if (static_cast<int64_t>(loss_curve.size()) != step || static_cast<int64_t>(norm_curve.size()) != step)
+            fail(from, ": the loss and norm curves do not have ", step, " entries");
+    }
+    // pretrain.json's training block (without its checkpoints).
+    ordered_json to_report(const PretrainConfig& config, int64_t updates, const PackedBatcher& batcher,
+                           double seconds, double tokens_per_second) const {
+        ordered_json tr;
+        tr["updates"] = updates;
+        tr["rows_per_epoch"] = batcher.rows_per_epoch();
+        tr["epochs_started"] = batcher.epoch() + 1;
+        tr["positions_seen"] = updates * config.batch_rows * config.sequence_length;
+        tr["tokens_seen"] = tokens_seen;
+        tr["target_tokens_seen"] = targets_seen;
+        tr["seconds"] = seconds;
+        tr["tokens_per_second"] = tokens_per_second;
+        tr["final_loss"] = final_loss;
+        tr["loss_curve"] = ordered_json::parse(loss_curve.dump());
+        tr["grad_norm_curve"] = ordered_json::parse(norm_curve.dump());
+        return tr;
+    }
+};
+
+}  // namespace
+
+// 5. the check of the base on the validation prompts: greedy and temperature 1.
+static ordered_json base_check_json(Qwen2& model, const Tokenizer& tok, const std::vector<CheckPrompt>& check,
+                                    const PretrainConfig& config) {
+    if (check.empty()) return nullptr;
+    Philox greedy_rng(config.seed, 2), sample_rng(config.seed, 3);
+    const BaseCheck g =
+        pretrain_check(model, tok, check, config.system_prompt, true, config.check_max_new_tokens, greedy_rng);
+    const BaseCheck s =
+        pretrain_check(model, tok, check, config.system_prompt, false, config.check_max_new_tokens, sample_rng);
+    ordered_json check_json = ordered_json::object();
+    check_json["prompts"] = "validation";
+    check_json["chance_relevant_rate"] = 1.0 / kActionCount;
+    check_json["greedy"] = g.to_json();
+    check_json["sampled_temperature_1"] = s.to_json();
+    std::fprintf(stderr,
+                 "pretrain check on %lld validation prompts:\n"
+                 "  greedy:  recognised %s, relevant %s (chance 16.7%%), success %s, %lld distinct answers\n"
+                 "  sampled: recognised %s, relevant %s (chance 16.7%%), success %s, %lld distinct answers\n",
+                 static_cast<long long>(g.n), rate(g.recognized).c_str(), rate(g.relevant).c_str(),
+                 rate(g.success).c_str(), static_cast<long long>(g.distinct_responses), rate(s.recognized).c_str(),
+                 rate(s.relevant).c_str(), rate(s.success).c_str(), static_cast<long long>(s.distinct_responses));
+    return check_json;
+}
+
+// 6. tokenizer/ of the staging folder, and the generation config of the HF folder.
+static void write_tokenizer_folder(const fs::path& tokdir, const std::string& tok_json, const PretrainConfig& config) {
+    create_new_directory(tokdir);
+    write_file_atomic(tokdir / "tokenizer.json", tok_json);
+    write_json_atomic(tokdir / "tokenizer_config.json", tiny_tokenizer_config(config.system_prompt));
+    ordered_json stm;
+    stm["eos_token"] = std::string(kImEnd);
+    stm["pad_token"] = std::string(kEndOfText);
+    stm["additional_special_tokens"] = {std::string(kImStart), std::string(kImEnd)};
+    write_json_atomic(tokdir / "special_tokens_map.json", stm);
+}
+static json generation_config(const Qwen2Config& mc, const PretrainConfig& config) {
+    json gen;
+    gen["bos_token_id"] = mc.bos_token_id;
+    gen["eos_token_id"] = mc.eos_token_id;
+    gen["pad_token_id"] = mc.bos_token_id;
+    gen["do_sample"] = true;
+    gen["temperature"] = 1.0;
+    gen["top_k"] = 0;
+    gen["top_p"] = 1.0;
+    gen["max_new_tokens"] = config.check_max_new_tokens;
+    return gen;
+}
+
+// The identity a checkpoint must match: config, documents, tokenizer, model config, provenance, binary.
+static json pretrain_identity(const PretrainConfig& config, const std::vector<PretrainDocument>& docs,
+                              const Tokenizer& tok, const Qwen2Config& mc, const ordered_json& provenance) {
+    return {{"stage", "pretrain"},
+            {"config", json::parse(config.to_json().dump())},
+            {"documents_sha256", documents_sha256(docs)},
+            {"tokenizer_sha256", tok.sha256()},
+            {"model_config", json::parse(mc.to_json().dump())},
+            {"provenance", json::parse(provenance.dump())},
+            {"code_sha256", running_binary_sha256()}};
+}
+
+// A fresh temporary sibling of `out` (".<name>.pretrain<pid>-<random>"), renamed into place at the end.
+static fs::path new_staging_folder(const fs::path& out) {
+    const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+    std::random_device rd;
+    const fs::path staging = parent / ("." + out.filename().string() + ".pretrain" + std::to_string(::getpid()) + "-" +
+                                       std::to_string(rd()));
+    create_new_directory(staging);
+    return staging;
+}
+
+// 2. every document's tokens and loss mask; the corpus's token and target counts.
+static std::vector<PretrainExample> encode_documents(const Tokenizer& tok, const std::vector<PretrainDocument>& docs,
+                                                     const PretrainConfig& config, int64_t& tokens, int64_t& targets) {
+    std::vector<PretrainExample> examples;
+    examples.reserve(docs.size());
+    for (const auto& d : docs) {
+        examples.push_back(pretrain_encode(tok, d, config.system_prompt));
+        tokens += static_cast<int64_t>(examples.back().tokens.size());
+        targets += std::count(examples.back().loss.begin(), examples.back().loss.end(), uint8_t{1});
+    }
+    return examples;
+}
+
+// 7. pretrain.json's tokenizer block.
+static ordered_json tokenizer_json(const Tokenizer& tok, const BpeTrainStats& bpe, double seconds) {
+    ordered_json tj;
+    tj["sha256"] = tok.sha256();
+    tj["vocab_size"] = tok.vocab_size();
+    tj["merges"] = bpe.merges;
+    tj["unique_pretokens"] = bpe.unique_words;
+    tj["seconds"] = seconds;
+    return tj;
+}
+
+// 7. pretrain.json's base_corpus block.
+static ordered_json base_corpus_json(const std::vector<PretrainDocument>& docs, int64_t tokens, int64_t targets) {
+    ordered_json cj;
+    int64_t chats = 0;
+    for (const auto& d : docs) chats += d.is_chat();
+    cj["documents"] = static_cast<int64_t>(docs.size());
+    cj["chat_documents"] = chats;
+    cj["prose_documents"] = static_cast<int64_t>(docs.size()) - chats;
+    cj["sha256"] = documents_sha256(docs);
+    cj["tokens"] = tokens;
+    cj["target_tokens"] = targets;
+    return cj;
+}
+
 PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<PretrainDocument>& docs,
                             const std::vector<CheckPrompt>& check, const fs::path& out_in,
                             const ordered_json& provenance, const Qwen2Config* shape,
@@ -520,46 +701,25 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
     if (fs::exists(out)) fail("pretrain: refusing to overwrite existing folder '", out.string(), "'");
     if (docs.empty()) fail("pretrain: the base corpus is empty");
     if (checkpoints.every < 0) fail("pretrain: checkpoint.every_updates must be >= 0, got ", checkpoints.every);
-    const fs::path checkpoint = checkpoints.path.empty() ? pretrain_checkpoint_path(out) : checkpoints.path;
-    // Staging folders of attempts killed before their rename are never finished.
-    {
-        const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
-        const std::string stem = "." + out.filename().string() + ".pretrain";
-        std::error_code ec;
-        if (fs::is_directory(parent, ec))
-            for (const fs::directory_entry& e : fs::directory_iterator(parent))
-                if (e.is_directory() && e.path().filename().string().rfind(stem, 0) == 0) {
-                    std::fprintf(stderr, "pretrain: removing %s (left by an attempt that stopped before finishing)\n",
-                                 e.path().c_str());
-                    fs::remove_all(e.path(), ec);
-                }
-    }
+    const FaultHooks hooks = FaultHooks::from_environment();
+    CheckpointFile checkpoint(checkpoints.path.empty() ? pretrain_checkpoint_path(out) : checkpoints.path, hooks);
+    remove_stale_staging(out);
 
     // 2. tokenizer
     const std::vector<std::string> specials = {std::string(kEndOfText), std::string(kImStart), std::string(kImEnd)};
     BpeTrainStats bpe;
-    const std::string tok_json =
-        train_bpe_tokenizer_json(pretrain_tokenizer_texts(docs, config.system_prompt), config.tokenizer_vocab_size,
-                                 specials, &bpe);
+    const std::string tok_json = train_bpe_tokenizer_json(pretrain_tokenizer_texts(docs, config.system_prompt),
+                                                          config.tokenizer_vocab_size, specials, &bpe);
     const Tokenizer tok = Tokenizer::from_json_text(tok_json, "tokenizer.json (trained)");
     const double tokenizer_seconds = seconds_since(t_start);
 
-    std::vector<PretrainExample> examples;
-    examples.reserve(docs.size());
     int64_t corpus_tokens = 0, corpus_targets = 0;
-    for (const auto& d : docs) {
-        examples.push_back(pretrain_encode(tok, d, config.system_prompt));
-        corpus_tokens += static_cast<int64_t>(examples.back().tokens.size());
-        corpus_targets += std::count(examples.back().loss.begin(), examples.back().loss.end(), uint8_t{1});
-    }
+    const std::vector<PretrainExample> examples = encode_documents(tok, docs, config, corpus_tokens, corpus_targets);
 
     // 3. model with FP32 master weights
     const Qwen2Config mc = shape ? pretrain_model_config(*shape, tok) : pretrain_model_config(config.shape, tok);
-    InitOptions init;
-    init.seed = config.seed;
-    init.matrices = WeightType::f32;
-    init.stddev = config.init_stddev;
-    Qwen2Weights weights = random_weights(mc, init);
+    Qwen2Weights weights = random_weights(mc, InitOptions{.seed = config.seed, .matrices = WeightType::f32,
+                                                          .stddev = config.init_stddev});
     Qwen2Weights grads = qwen2_grads_like(weights);
     const bool mixed = config.precision == "bf16";
     Qwen2Weights compute;  // the BF16 copy the products read (mixed precision)
@@ -573,212 +733,99 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
     ac.weight_decay = config.weight_decay;
     AdamW opt(params, ac);
     const int64_t updates = config.updates();
-    Schedule sched;
-    sched.total = updates;
-    sched.peak = config.lr;
-    sched.warmup_ratio = config.warmup_ratio;
-    sched.min_ratio = config.min_lr_ratio;
+    const Schedule sched{updates, config.lr, config.warmup_ratio, config.min_lr_ratio};
 
-    // 4. training
+    // 4. training, continued from a checkpoint of the same identity if there is one
     PackedBatcher batcher(examples, config.batch_rows, config.sequence_length, special_id(tok, kEndOfText),
                           Philox(config.seed, /*stream=*/1));
     LmLoss lm(model);
-    json loss_curve = json::array(), norm_curve = json::array();
-    int64_t tokens_seen = 0, targets_seen = 0, step = 0;
-    double final_loss = 0;
-
-    // Checkpoints: the exact training state (no durations), same identity or refused.
-    json identity = {{"stage", "pretrain"},
-                     {"config", json::parse(config.to_json().dump())},
-                     {"documents_sha256", documents_sha256(docs)},
-                     {"tokenizer_sha256", tok.sha256()},
-                     {"model_config", json::parse(mc.to_json().dump())},
-                     {"provenance", json::parse(provenance.dump())},
-                     {"code_sha256", running_binary_sha256()}};
-    auto exact_state = [&] {
+    PretrainProgress at;
+    const json identity = pretrain_identity(config, docs, tok, mc, provenance);
+    auto exact_state = [&] {  // no durations
         ResumeState st;
         st.identity = identity;
         st.learned["model"] = capture_params(params);
         st.optimizers["adamw"] = opt.state();
-        st.schedulers["lr"] = SchedulerState{sched, step};
-        const PackedBatcher::Position at = batcher.position();
-        st.rngs["batcher_epoch"] = at.epoch_rng;
-        st.extra = {{"step", step},
-                    {"batcher_epoch", at.epoch},
-                    {"batcher_cursor", at.cursor},
-                    {"tokens_seen", tokens_seen},
-                    {"target_tokens_seen", targets_seen},
-                    {"final_loss", final_loss},
-                    {"loss_curve", loss_curve},
-                    {"grad_norm_curve", norm_curve}};
+        st.schedulers["lr"] = SchedulerState{sched, at.step};
+        const PackedBatcher::Position pos = batcher.position();
+        st.rngs["batcher_epoch"] = pos.epoch_rng;
+        st.extra = at.to_extra(pos);
         return st;
     };
     ordered_json restarted = nullptr;
-    if (std::optional<ResumeState> st = load_checkpoint(checkpoint, identity, "pretrain")) {
-        const std::string from = checkpoint.string();
+    if (std::optional<ResumeState> st = checkpoint.load(identity, "pretrain")) {
+        const std::string from = checkpoint.path().string();
         restore_params(st->learned.at("model"), params, from);
         if (mixed) qwen2_bf16_copy(weights, compute);
         opt.load_state(st->optimizers.at("adamw"), from);
-        step = json_int(st->extra, "step", from);
-        if (st->schedulers.at("lr").next_step != step || !(st->schedulers.at("lr").schedule == sched) || step > updates)
-            fail(from, ": scheduler position differs from the step count");
-        batcher.restore({json_int(st->extra, "batcher_epoch", from), json_int(st->extra, "batcher_cursor", from),
-                         st->rngs.at("batcher_epoch")},
-                        from);
-        tokens_seen = json_int(st->extra, "tokens_seen", from);
-        targets_seen = json_int(st->extra, "target_tokens_seen", from);
-        final_loss = json_number(st->extra, "final_loss", from);
-        loss_curve = json_field(st->extra, "loss_curve", from);
-        norm_curve = json_field(st->extra, "grad_norm_curve", from);
-        if (static_cast<int64_t>(loss_curve.size()) != step || static_cast<int64_t>(norm_curve.size()) != step)
-            fail(from, ": the loss and norm curves do not have ", step, " entries");
-        restarted = {{"file", from}, {"step", step}};
+        at.restore(*st, from, sched, updates, batcher);
+        restarted = {{"file", from}, {"step", at.step}};
         std::fprintf(stderr, "pretrain: continuing from checkpoint %s (step %lld of %lld)\n", from.c_str(),
-                     static_cast<long long>(step), static_cast<long long>(updates));
+                     static_cast<long long>(at.step), static_cast<long long>(updates));
     }
-    int64_t checkpoints_written = 0;
-    double checkpoint_seconds = 0;
-    auto save_training_checkpoint = [&] {
-        const auto t0 = std::chrono::steady_clock::now();
-        write_checkpoint(checkpoint, exact_state(), "pretrain step " + std::to_string(step));
-        checkpoint_seconds += seconds_since(t0);
-        ++checkpoints_written;
-    };
-    const int64_t first_step = step;
-    const int64_t tokens_before = tokens_seen;
+    const int64_t first_step = at.step, tokens_before = at.tokens_seen;
     const auto t_train = std::chrono::steady_clock::now();
     {
         Progress bar("pretrain", updates - first_step);
-        for (; step < updates;) {
-            const std::string where = "pretrain step " + std::to_string(step + 1);
+        while (at.step < updates) {
+            const std::string where = "pretrain step " + std::to_string(at.step + 1);
             const PackedBatch batch = batcher.next();
             zero_grads(params);
             double loss = lm.forward_backward(batch, true);
-            if (test_nonfinite_here("pretrain", "loss", step + 1)) loss = std::numeric_limits<double>::quiet_NaN();
+            if (hooks.nonfinite("pretrain", "loss", at.step + 1)) loss = std::numeric_limits<double>::quiet_NaN();
             check_finite(loss, where, "loss");
-            if (test_nonfinite_here("pretrain", "gradient", step + 1))
+            if (hooks.nonfinite("pretrain", "gradient", at.step + 1))
                 params.front().grad[0] = std::numeric_limits<float>::quiet_NaN();
             const double norm = clip_grad_norm(params, config.clip, where + " gradients");
-            opt.step(sched.at(step));
+            opt.step(sched.at(at.step));
             if (mixed) qwen2_bf16_copy(weights, compute);
-            ++step;
-            tokens_seen += batch.real_tokens();
-            targets_seen += batch.target_tokens();
-            loss_curve.push_back(loss);
-            norm_curve.push_back(norm);
-            final_loss = loss;
+            ++at.step;
+            at.tokens_seen += batch.real_tokens();
+            at.targets_seen += batch.target_tokens();
+            at.loss_curve.push_back(loss);
+            at.norm_curve.push_back(norm);
+            at.final_loss = loss;
             // Every N updates, and after the last (the check and the folder come next).
-            if (checkpoint_due(checkpoints.every, step) || (checkpoints.every > 0 && step == updates)) save_training_checkpoint();
+            if (checkpoint_due(checkpoints.every, at.step) || (checkpoints.every > 0 && at.step == updates))
+                checkpoint.save(exact_state(), "pretrain step " + std::to_string(at.step));
             char status[96];
             std::snprintf(status, sizeof status, "loss %.4f  %.0f tok/s", loss,
-                          static_cast<double>(tokens_seen - tokens_before) / std::max(1e-9, seconds_since(t_train)));
-            bar.update(step - first_step, status);
+                          static_cast<double>(at.tokens_seen - tokens_before) / std::max(1e-9, seconds_since(t_train)));
+            bar.update(at.step - first_step, status);
         }
         bar.finish();
     }
     const double train_seconds = seconds_since(t_train);
 
-    // 7. the check on the validation prompts (before writing: it goes into pretrain.json)
-    ordered_json check_json = nullptr;
-    if (!check.empty()) {
-        Philox greedy_rng(config.seed, 2), sample_rng(config.seed, 3);
-        const BaseCheck g = pretrain_check(model, tok, check, config.system_prompt, true,
-                                           config.check_max_new_tokens, greedy_rng);
-        const BaseCheck s = pretrain_check(model, tok, check, config.system_prompt, false,
-                                           config.check_max_new_tokens, sample_rng);
-        check_json = ordered_json::object();
-        check_json["prompts"] = "validation";
-        check_json["chance_relevant_rate"] = 1.0 / kActionCount;
-        check_json["greedy"] = g.to_json();
-        check_json["sampled_temperature_1"] = s.to_json();
-        std::fprintf(stderr,
-                     "pretrain check on %lld validation prompts:\n"
-                     "  greedy:  recognised %s, relevant %s (chance 16.7%%), success %s, %lld distinct answers\n"
-                     "  sampled: recognised %s, relevant %s (chance 16.7%%), success %s, %lld distinct answers\n",
-                     static_cast<long long>(g.n), rate(g.recognized).c_str(), rate(g.relevant).c_str(),
-                     rate(g.success).c_str(), static_cast<long long>(g.distinct_responses),
-                     rate(s.recognized).c_str(), rate(s.relevant).c_str(), rate(s.success).c_str(),
-                     static_cast<long long>(s.distinct_responses));
-    }
+    // 5. the check on the validation prompts (before writing: it goes into pretrain.json)
+    const ordered_json check_json = base_check_json(model, tok, check, config);
 
-    // 5–6. the folder, built in a temporary sibling and renamed into place
-    const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
-    std::random_device rd;
-    const fs::path staging =
-        parent / ("." + out.filename().string() + ".pretrain" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-    create_new_directory(staging);
+    // 6.–7. the folder with pretrain.json, built in a temporary sibling and renamed into place
+    const fs::path staging = new_staging_folder(out);
     try {
         const fs::path tokdir = staging / "tokenizer";
-        create_new_directory(tokdir);
-        write_file_atomic(tokdir / "tokenizer.json", tok_json);
-        write_json_atomic(tokdir / "tokenizer_config.json", tiny_tokenizer_config(config.system_prompt));
-        ordered_json stm;
-        stm["eos_token"] = std::string(kImEnd);
-        stm["pad_token"] = std::string(kEndOfText);
-        stm["additional_special_tokens"] = {std::string(kImStart), std::string(kImEnd)};
-        write_json_atomic(tokdir / "special_tokens_map.json", stm);
-        json gen;
-        gen["bos_token_id"] = mc.bos_token_id;
-        gen["eos_token_id"] = mc.eos_token_id;
-        gen["pad_token_id"] = mc.bos_token_id;
-        gen["do_sample"] = true;
-        gen["temperature"] = 1.0;
-        gen["top_k"] = 0;
-        gen["top_p"] = 1.0;
-        gen["max_new_tokens"] = config.check_max_new_tokens;
+        write_tokenizer_folder(tokdir, tok_json, config);
         const fs::path hf = staging / "hf";
-        save_checkpoint(hf, weights, tokdir, gen);
+        save_checkpoint(hf, weights, tokdir, generation_config(mc, config));
 
         PretrainReport rep;
         rep.train_seconds = train_seconds;
-        rep.tokens_per_second = static_cast<double>(tokens_seen - tokens_before) / std::max(1e-9, train_seconds);
-        rep.final_loss = final_loss;
+        rep.tokens_per_second = static_cast<double>(at.tokens_seen - tokens_before) / std::max(1e-9, train_seconds);
+        rep.final_loss = at.final_loss;
         ordered_json& j = rep.json;
         j["stage"] = "pretrain";
         j["provenance"] = provenance;
         j["config"] = config.to_json();
         j["seed"] = config.seed;
-        ordered_json cj;
-        int64_t chats = 0;
-        for (const auto& d : docs) chats += d.is_chat();
-        cj["documents"] = static_cast<int64_t>(docs.size());
-        cj["chat_documents"] = chats;
-        cj["prose_documents"] = static_cast<int64_t>(docs.size()) - chats;
-        cj["sha256"] = documents_sha256(docs);
-        cj["tokens"] = corpus_tokens;
-        cj["target_tokens"] = corpus_targets;
-        j["base_corpus"] = cj;
-        ordered_json tj;
-        tj["sha256"] = tok.sha256();
-        tj["vocab_size"] = tok.vocab_size();
-        tj["merges"] = bpe.merges;
-        tj["unique_pretokens"] = bpe.unique_words;
-        tj["seconds"] = tokenizer_seconds;
-        j["tokenizer"] = tj;
-        ordered_json mj;
-        mj["config"] = mc.to_json();
-        mj["parameters"] = n_params;
-        mj["checkpoint_sha256"] = checkpoint_sha256(hf);
-        j["model"] = mj;
-        ordered_json tr;
-        tr["updates"] = updates;
-        tr["rows_per_epoch"] = batcher.rows_per_epoch();
-        tr["epochs_started"] = batcher.epoch() + 1;
-        tr["positions_seen"] = updates * config.batch_rows * config.sequence_length;
-        tr["tokens_seen"] = tokens_seen;
-        tr["target_tokens_seen"] = targets_seen;
-        tr["seconds"] = train_seconds;
-        tr["tokens_per_second"] = rep.tokens_per_second;
-        tr["final_loss"] = final_loss;
-        tr["loss_curve"] = ordered_json::parse(loss_curve.dump());
-        tr["grad_norm_curve"] = ordered_json::parse(norm_curve.dump());
-        ordered_json cp;
-        cp["every_updates"] = checkpoints.every;
-        cp["file"] = checkpoint.string();
-        cp["written_this_run"] = checkpoints_written;
-        cp["seconds_this_run"] = checkpoint_seconds;
-        cp["restarted_from"] = restarted;
-        tr["checkpoints"] = cp;
+        j["base_corpus"] = base_corpus_json(docs, corpus_tokens, corpus_targets);
+        j["tokenizer"] = tokenizer_json(tok, bpe, tokenizer_seconds);
+        j["model"] = {{"config", mc.to_json()}, {"parameters", n_params}, {"checkpoint_sha256", checkpoint_sha256(hf)}};
+        ordered_json tr = at.to_report(config, updates, batcher, train_seconds, rep.tokens_per_second);
+        tr["checkpoints"] = {{"every_updates", checkpoints.every},
+                             {"file", checkpoint.path().string()},
+                             {"written_this_run", checkpoint.written()},
+                             {"seconds_this_run", checkpoint.seconds()},
+                             {"restarted_from", restarted}};
         j["training"] = tr;
         j["check"] = check_json;
         rep.seconds = seconds_since(t_start);
@@ -786,7 +833,7 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
         write_json_atomic(hf / "pretrain.json", j);
         fs::rename(hf, out);  // out did not exist (checked above); a sibling, so the same filesystem
         fs::remove_all(staging);
-        remove_checkpoint(checkpoint);
+        checkpoint.remove();
         return rep;
     } catch (...) {
         std::error_code ec;

@@ -10,12 +10,13 @@
 //      rounded up to a multiple of 64) with FP32 master weights;
 //   4. full-parameter AdamW on rows of seq_len tokens packed with whole
 //      documents (loss on assistant turns + <|im_end|> and on prose);
-//   5. the folder: config.json (eos = <|im_end|>, bos = <|endoftext|>), BF16
+//   5. a check of the base on the corpus's validation prompts (greedy and
+//      temperature-1 generations scored by the rubric);
+//   6. the folder: config.json (eos = <|im_end|>, bos = <|endoftext|>), BF16
 //      model.safetensors, tokenizer.json, tokenizer_config.json (ChatML
 //      template with the tiny system line), generation_config.json;
-//   6. pretrain.json: config, seed, sha256s, loss curve, tokens, tokens/s;
-//   7. a check of the base on the corpus's validation prompts (greedy and
-//      temperature-1 generations scored by the rubric).
+//   7. pretrain.json: config, seed, sha256s, loss curve, tokens, tokens/s,
+//      the check.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -216,7 +217,7 @@ struct PretrainReport {
     double seconds = 0, train_seconds = 0, tokens_per_second = 0, final_loss = 0;
 };
 
-// Crash-safe checkpoints of pretraining (training/checkpoints.h): every
+// Crash-safe checkpoints of pretraining (CheckpointFile, training/stage_lifecycle.h): every
 // `every` updates and after the last one, the FP32 master weights, AdamW
 // moments and step, schedule position, batcher position and the curves, to
 // `path` (by default <out>.checkpoints/pretrain.state.gz beside the folder).

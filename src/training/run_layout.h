@@ -11,15 +11,15 @@
 //       <mode>.json            stage report of that mode (identity, history, seconds…)
 //       checkpoints/           <mode>.state.gz: periodic resume checkpoints while
 //                              the stage runs (PPO also <mode>.report-extras.json);
-//                              removed once <mode>.json is written (checkpoints.h)
+//                              removed once <mode>.json is written (crash_checkpoints.h)
 //       final/                 learned state of the resumed run (safetensors + peft/)
 //       resume-check.json      PASS/FAIL with both sha256
 //   RUN/reward/reward-test.json   judge accuracy on the test pairs
 //   RUN/reward/feedback.json   judge from votes: train/validation labels + provenance
 //   RUN/reward/vote-test.json  judge from votes: result on the held-out test votes
 //   RUN/feedback/test_votes.json  the held-out test votes (outside learn/ scopes)
-//   RUN/ppo/rollouts/          every rollout with its per-token table
-//   RUN/ppo/metrics.jsonl      per-iteration metrics (TRL names)
+//   RUN/ppo/rollouts/<mode>/   iteration-NNN.json: every rollout with its per-token table
+//   RUN/ppo/<mode>.metrics.jsonl  per-iteration metrics (TRL names) of that mode's iterations
 //   RUN/eval/                  evaluate: generations and rubric verdicts
 //                              (checkpoints/: rows generated so far, while it runs)
 //   RUN/exercise.json, RUN/report.html, RUN/results.json
@@ -46,6 +46,10 @@ struct RunLayout {
     std::filesystem::path resume_check(const std::string& stage_name) const {
         return stage(stage_name) / "resume-check.json";
     }
+    std::filesystem::path ppo_metrics(const std::string& mode) const {
+        return stage("ppo") / (mode + ".metrics.jsonl");
+    }
+    std::filesystem::path ppo_rollouts(const std::string& mode) const { return stage("ppo") / "rollouts" / mode; }
     std::filesystem::path eval() const { return root / "eval"; }
     std::filesystem::path feedback_labels() const { return stage("reward") / "feedback.json"; }
     std::filesystem::path feedback_test() const { return root / "feedback" / "test_votes.json"; }

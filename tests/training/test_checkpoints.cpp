@@ -1,4 +1,4 @@
-// Crash-safe checkpoints (training/checkpoints.h, util/fileio.h): a killed
+// Crash-safe checkpoints (training/crash_checkpoints.h, util/fileio.h): a killed
 // write's temporary is recognised and removed, the previous checkpoint stays
 // intact when a write fails (hook, non-finite tensor), a checkpoint of
 // another run is refused naming the field, non-finite values are named, the
@@ -12,7 +12,9 @@
 #include <limits>
 #include <unistd.h>
 
-#include "training/checkpoints.h"
+#include "training/crash_checkpoints.h"
+#include "training/fault_hooks.h"
+#include "training/stage_lifecycle.h"
 #include "training/pretrain.h"
 #include "training/study_config.h"
 #include "util/error.h"
@@ -148,21 +150,56 @@ TEST(NonFinite, ErrorsNameWhereAndWhat) {
     EXPECT_EQ(message_of([&] { check_finite(v.data() == nullptr ? 0.0 : 1.0, "x", "y"); }), "");
 }
 
-TEST(NonFinite, TestHookParsesStrictly) {
+TEST(FaultHooks, NonFiniteHookParsesStrictly) {
     ::unsetenv("PPOLAB_TEST_NONFINITE");
-    EXPECT_FALSE(test_nonfinite_here("sft", "loss", 1));
+    EXPECT_FALSE(FaultHooks::from_environment().nonfinite("sft", "loss", 1));
     ::setenv("PPOLAB_TEST_NONFINITE", "ppo.score@3", 1);
-    EXPECT_TRUE(test_nonfinite_here("ppo", "score", 3));
-    EXPECT_FALSE(test_nonfinite_here("ppo", "score", 2));
-    EXPECT_FALSE(test_nonfinite_here("ppo", "value", 3));
+    const FaultHooks hooks = FaultHooks::from_environment();
+    EXPECT_TRUE(hooks.nonfinite("ppo", "score", 3));
+    EXPECT_FALSE(hooks.nonfinite("ppo", "score", 2));
+    EXPECT_FALSE(hooks.nonfinite("ppo", "value", 3));
+    EXPECT_FALSE(hooks.nonfinite("sft", "score", 3));
+    auto parse_error = [] { return message_of([] { FaultHooks::from_environment(); }); };
     ::setenv("PPOLAB_TEST_NONFINITE", "ppo.scores@3", 1);
-    EXPECT_NE(message_of([] { test_nonfinite_here("ppo", "score", 3); }).find("unknown quantity 'ppo.scores'"),
-              std::string::npos);
+    EXPECT_NE(parse_error().find("unknown quantity 'ppo.scores'"), std::string::npos);
     ::setenv("PPOLAB_TEST_NONFINITE", "ppo.score", 1);
-    EXPECT_NE(message_of([] { test_nonfinite_here("ppo", "score", 3); }).find("<stage>.<quantity>@<n>"), std::string::npos);
+    EXPECT_NE(parse_error().find("<stage>.<quantity>@<n>"), std::string::npos);
     ::setenv("PPOLAB_TEST_NONFINITE", "ppo.score@0", 1);
-    EXPECT_NE(message_of([] { test_nonfinite_here("ppo", "score", 3); }).find("n >= 1"), std::string::npos);
+    EXPECT_NE(parse_error().find("n >= 1"), std::string::npos);
     ::unsetenv("PPOLAB_TEST_NONFINITE");
+    // Read once: a stage's hooks do not follow later changes of the environment.
+    EXPECT_TRUE(hooks.nonfinite("ppo", "score", 3));
+}
+
+TEST(FaultHooks, KillInCheckpointCountsTheStagesWrites) {
+    ::unsetenv("PPOLAB_TEST_KILL_IN_CHECKPOINT");
+    EXPECT_FALSE(FaultHooks::from_environment().kill_in_checkpoint(1));
+    ::setenv("PPOLAB_TEST_KILL_IN_CHECKPOINT", "2", 1);
+    const FaultHooks hooks = FaultHooks::from_environment();
+    EXPECT_FALSE(hooks.kill_in_checkpoint(1));
+    EXPECT_TRUE(hooks.kill_in_checkpoint(2));
+    EXPECT_FALSE(hooks.kill_in_checkpoint(3));
+    for (const char* bad : {"0", "x", "2x", "-1"}) {
+        ::setenv("PPOLAB_TEST_KILL_IN_CHECKPOINT", bad, 1);
+        EXPECT_NE(message_of([] { FaultHooks::from_environment(); })
+                      .find("PPOLAB_TEST_KILL_IN_CHECKPOINT must be a checkpoint number >= 1"),
+                  std::string::npos)
+            << bad;
+    }
+    ::unsetenv("PPOLAB_TEST_KILL_IN_CHECKPOINT");
+    // A CheckpointFile counts its own writes; without the hook every write completes.
+    const fs::path dir = fs::temp_directory_path() / ("ppolab_fault_hooks_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    const FaultHooks none;
+    CheckpointFile file(dir / "checkpoints" / "continuous.state.gz", none);
+    const ResumeState st = toy_state(1.f);
+    file.save(st, "test update 1");
+    file.save(st, "test update 2");
+    EXPECT_EQ(file.written(), 2);
+    EXPECT_TRUE(fs::exists(file.path()));
+    file.remove();
+    EXPECT_FALSE(fs::exists(file.path().parent_path()));
+    fs::remove_all(dir);
 }
 
 TEST(CheckpointConfig, FrequenciesAreNotPartOfTheConfigIdentity) {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "training/ppo_math.h"
+#include "util/error.h"
 #include "util/rng.h"
 
 using namespace ppolab;
@@ -28,6 +29,31 @@ TEST(PpoRewards, CutWithoutEosGetsPenaltyInsteadOfScore) {
     r = ppo_token_rewards({-1.f, -1.f}, {-1.f, -1.f}, 5.0, false, add);
     EXPECT_DOUBLE_EQ(r[1], 4.0);
     EXPECT_THROW(parse_missing_eos("drop"), std::exception);
+}
+
+TEST(PpoRewards, TerminalRewardIsTheLastTokensExtra) {
+    const RewardConfig replace{0.1, MissingEos::replace, -1.0}, add{0.1, MissingEos::add, -1.0};
+    EXPECT_EQ(ppo_terminal_reward(0.75, true, replace), 0.75);
+    EXPECT_EQ(ppo_terminal_reward(0.75, false, replace), -1.0);
+    EXPECT_EQ(ppo_terminal_reward(0.75, false, add), 0.75 - 1.0);
+    // ppo_token_rewards adds exactly this to the last token's KL term, bit for bit.
+    const std::vector<float> old_logp = {-0.3f, -1.7f}, ref_logp = {-0.5f, -1.1f};
+    for (const RewardConfig& c : {replace, add})
+        for (bool eos : {true, false}) {
+            const std::vector<double> r = ppo_token_rewards(old_logp, ref_logp, 0.75, eos, c);
+            const double kl_last = -c.beta * (static_cast<double>(old_logp[1]) - static_cast<double>(ref_logp[1]));
+            EXPECT_EQ(r[1], kl_last + ppo_terminal_reward(0.75, eos, c));
+        }
+}
+
+TEST(PpoRewards, ResponseKlSumsFloatDifferencesInOrder) {
+    const std::vector<float> old_logp = {-0.25f, -2.5f, -0.125f}, ref_logp = {-0.5f, -2.0f, -0.375f};
+    EXPECT_DOUBLE_EQ(ppo_response_kl(old_logp, ref_logp), 0.25 - 0.5 + 0.25);
+    // Each difference is taken in float, as the rollout files and metrics always had it.
+    const std::vector<float> a = {0.1f}, b = {0.3f};
+    EXPECT_EQ(ppo_response_kl(a, b), static_cast<double>(a[0] - b[0]));
+    EXPECT_EQ(ppo_response_kl({}, {}), 0.0);
+    EXPECT_THROW(ppo_response_kl(a, {}), Error);
 }
 
 TEST(PpoGae, ThreeStepsByHand) {

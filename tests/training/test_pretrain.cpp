@@ -16,7 +16,7 @@
 #include "tokenizer/bpe_train.h"
 #include "tokenizer/chat.h"
 #include "training/pretrain.h"
-#include "training/state.h"
+#include "training/resume_state.h"
 #include "util/error.h"
 #include "util/sha256.h"
 #include "support/test_support.h"

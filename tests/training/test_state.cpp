@@ -18,7 +18,7 @@
 #include "training/adamw.h"
 #include "training/identity.h"
 #include "training/schedule.h"
-#include "training/state.h"
+#include "training/resume_state.h"
 #include "util/error.h"
 #include "util/gzip.h"
 #include "util/sha256.h"

@@ -1,4 +1,4 @@
-#include "training/state.h"
+#include "training/resume_state.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
-// checkpoints.h — periodic crash-safe resume checkpoints (issue #9).
+// crash_checkpoints.h — periodic crash-safe resume checkpoints (issue #9).
 //
 // Every long stage writes, at its natural boundaries, the same exact
-// ResumeState (state.h) it would save at its end — plus, mid-epoch, the
+// ResumeState (resume_state.h) it would save at its end — plus, mid-epoch, the
 // epoch's permutation and the position in it — to
 //   RUN/<stage>/checkpoints/<mode>.state.gz     (sft, reward, ppo)
 //   <base>.checkpoints/pretrain.state.gz          (pretrain; RUN/base.checkpoints)
@@ -21,24 +21,15 @@
 // policy); 0 disables. They change no number, so
 // they are not part of the config identity (study_config.h).
 //
-// Test-only hooks (environment variables, read by the crash tests; never set
-// them in real runs):
-//   PPOLAB_TEST_KILL_IN_CHECKPOINT=N  the N-th checkpoint write of this process
-//       raises SIGKILL after its temporary file is complete and flushed, before
-//       the rename (the worst moment for a crash).
-//   PPOLAB_TEST_NONFINITE=<stage>.<quantity>@<n>  makes that quantity NaN at
-//       update (or PPO iteration) n, to prove the non-finite checks stop the
-//       stage and leave the last checkpoint usable. Quantities: sft.loss,
-//       sft.gradient, reward.score, reward.gradient, ppo.logprob, ppo.score,
-//       ppo.value, ppo.advantage, ppo.gradient, pretrain.loss, pretrain.gradient.
+// The crash tests' fault injection (a kill inside a checkpoint write, a NaN
+// at a chosen update) is fault_hooks.h; the stage lifecycle passes it here.
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
-#include <string_view>
 
-#include "training/state.h"
+#include "training/resume_state.h"
 #include "util/fileio.h"
 #include "util/json.h"
 
@@ -61,7 +52,11 @@ int remove_atomic_temporaries(const fs::path& dir);
 // full disk the Error names the file and "No space left on device", the
 // temporary is removed and the previous checkpoint is unchanged. Returns
 // the sizes (no sha256: a checkpoint is read back by load_checkpoint only).
-StateFileInfo write_checkpoint(const fs::path& path, const ResumeState& state, const std::string& what);
+// `die_before_rename` (PPOLAB_TEST_KILL_IN_CHECKPOINT, fault_hooks.h) raises
+// SIGKILL once the temporary is complete, before the rename; `write_number`
+// is printed in that line.
+StateFileInfo write_checkpoint(const fs::path& path, const ResumeState& state, const std::string& what,
+                               bool die_before_rename = false, int64_t write_number = 0);
 
 // The checkpoint at `path`, if there is one: loaded and checked (integrity,
 // identity equal to `identity`, else an Error naming the file and the
@@ -86,9 +81,5 @@ void check_finite(std::span<const double> values, const std::string& where, cons
 void check_finite(double value, const std::string& where, const std::string& quantity);
 // Every tensor's values finite; Error names `where` and the tensor.
 void check_finite_tensors(const std::vector<NamedTensor>& tensors, const std::string& where);
-
-// Test hook PPOLAB_TEST_NONFINITE (above): true when it names `stage`.`quantity`
-// at `count`. A malformed value is an Error naming the variable.
-bool test_nonfinite_here(std::string_view stage, std::string_view quantity, int64_t count);
 
 }  // namespace ppolab

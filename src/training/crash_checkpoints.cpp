@@ -1,9 +1,8 @@
-#include "training/checkpoints.h"
+#include "training/crash_checkpoints.h"
 
 #include <csignal>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 
 #include "util/error.h"
 #include "util/gzip.h"
@@ -27,35 +26,19 @@ int remove_atomic_temporaries(const fs::path& dir) {
     return removed;
 }
 
-// PPOLAB_TEST_KILL_IN_CHECKPOINT=N: the N-th checkpoint write of this process dies.
-static int64_t kill_in_checkpoint_number() {
-    static const int64_t n = [] {
-        const char* v = std::getenv("PPOLAB_TEST_KILL_IN_CHECKPOINT");
-        if (v == nullptr || *v == '\0') return int64_t{0};
-        char* end = nullptr;
-        const long long x = std::strtoll(v, &end, 10);
-        if (*end != '\0' || x < 1)
-            fail("PPOLAB_TEST_KILL_IN_CHECKPOINT must be a checkpoint number >= 1, got '", v, "'");
-        return static_cast<int64_t>(x);
-    }();
-    return n;
-}
-
-StateFileInfo write_checkpoint(const fs::path& path, const ResumeState& state, const std::string& what) {
+StateFileInfo write_checkpoint(const fs::path& path, const ResumeState& state, const std::string& what,
+                               bool die_before_rename, int64_t write_number) {
     for (const auto& [group, tensors] : state.learned) check_finite_tensors(tensors, what + " learned '" + group + "'");
     for (const auto& [name, opt] : state.optimizers) {
         check_finite_tensors(opt.exp_avg, what + " optimiser '" + name + "' exp_avg");
         check_finite_tensors(opt.exp_avg_sq, what + " optimiser '" + name + "' exp_avg_sq");
     }
-    static int64_t writes = 0;
-    ++writes;
     const std::string raw = serialize_resume_state(state);
     const std::string packed = gzip_compress(raw, 1);
-    const bool die = kill_in_checkpoint_number() == writes;
     write_file_atomic(path, {packed}, Overwrite::replace, [&](const fs::path& temporary) {
-        if (!die) return;
+        if (!die_before_rename) return;
         std::fprintf(stderr, "PPOLAB_TEST_KILL_IN_CHECKPOINT: SIGKILL in checkpoint write %lld (%s written, not renamed)\n",
-                     static_cast<long long>(writes), temporary.filename().c_str());
+                     static_cast<long long>(write_number), temporary.filename().c_str());
         std::fflush(stderr);
         std::raise(SIGKILL);
     });
@@ -120,36 +103,6 @@ void check_finite_tensors(const std::vector<NamedTensor>& tensors, const std::st
             if (!std::isfinite(t.values[i]))
                 fail(where, ": tensor '", t.name, "' is not finite (", t.values[i], " at element ", i, " of shape ",
                      shape_string(t.shape), "); refusing to checkpoint it");
-}
-
-bool test_nonfinite_here(std::string_view stage, std::string_view quantity, int64_t count) {
-    struct Hook {
-        std::string stage, quantity;
-        int64_t at = -1;
-    };
-    // Read at every call (tests change it within one process); one getenv per update.
-    const Hook hook = [] {
-        Hook h;
-        const char* v = std::getenv("PPOLAB_TEST_NONFINITE");
-        if (v == nullptr || *v == '\0') return h;
-        const std::string s(v);
-        const size_t dot = s.find('.'), at = s.find('@');
-        char* end = nullptr;
-        if (dot == std::string::npos || at == std::string::npos || dot > at || at + 1 == s.size())
-            fail("PPOLAB_TEST_NONFINITE must be <stage>.<quantity>@<n> (e.g. sft.loss@3), got '", s, "'");
-        static const char* kKnown[] = {"sft.loss",      "sft.gradient", "reward.score", "reward.gradient",
-                                       "ppo.logprob",   "ppo.score",    "ppo.value",    "ppo.advantage",
-                                       "ppo.gradient",  "pretrain.loss", "pretrain.gradient"};
-        bool known = false;
-        for (const char* k : kKnown) known = known || s.substr(0, at) == k;
-        if (!known) fail("PPOLAB_TEST_NONFINITE: unknown quantity '", s.substr(0, at), "' (see training/checkpoints.h)");
-        h.stage = s.substr(0, dot);
-        h.quantity = s.substr(dot + 1, at - dot - 1);
-        h.at = std::strtoll(s.c_str() + at + 1, &end, 10);
-        if (*end != '\0' || h.at < 1) fail("PPOLAB_TEST_NONFINITE: '", s, "' must end in @<n> with n >= 1");
-        return h;
-    }();
-    return hook.at == count && hook.stage == stage && hook.quantity == quantity;
 }
 
 }  // namespace ppolab

@@ -1,4 +1,4 @@
-// state.h — exact resume states (SPEC §6).
+// resume_state.h — exact resume states (SPEC §6).
 //
 // A resume state holds everything a stage needs to continue as if it had
 // never stopped: learned tensors (named groups: "actor", "critic", …), the

@@ -1,0 +1,182 @@
+#include "training/reward_model.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "data/corpus.h"
+#include "model/scoring.h"
+#include "training/losses.h"
+#include "training/roles.h"
+#include "training/study_config.h"
+#include "training/supervised_stage.h"
+#include "util/error.h"
+#include "util/sha256.h"
+
+namespace ppolab {
+
+namespace {
+
+// Mean Bradley–Terry loss over the pairs of a group.
+class RewardObjective final : public SupervisedObjective {
+public:
+    RewardObjective(const Study& s, Role r, const FaultHooks& hooks)
+        : study_(s), hooks_(hooks), role_(std::move(r)), model_(s.base, &role_.lora), scorer_(model_) {}
+    // model_ points into role_, scorer_ into model_: never copied or moved.
+    RewardObjective(const RewardObjective&) = delete;
+    RewardObjective& operator=(const RewardObjective&) = delete;
+
+    Role& role() override { return role_; }
+
+    double loss_and_grad(const std::vector<const SupervisedExample*>& group, double& denominator, json& trace,
+                         const std::string& where, int64_t update) override {
+        std::vector<ScoringRow> rows;
+        for (const SupervisedExample* e : group) rows.push_back(e->first);
+        for (const SupervisedExample* e : group) rows.push_back(e->second);
+        const int64_t n = static_cast<int64_t>(group.size());
+        denominator = static_cast<double>(n);
+        ScoringBatch b = study_.pair_batch(rows);  // each pair's prompt computed once
+        std::vector<float> scores(static_cast<size_t>(2 * n)), dscores(scores.size());
+        scorer_.reward_scores(b, *role_.head, scores.data(), true);
+        if (hooks_.nonfinite("reward", "score", update)) scores[0] = std::numeric_limits<float>::quiet_NaN();
+        check_finite(scores, where, "judge score");
+        double loss = bradley_terry_loss(scores.data(), scores.data() + n, n, dscores.data(), dscores.data() + n);
+        scorer_.reward_scores_backward(b, *role_.head, dscores.data());
+        for (int64_t i = 0; i < n; ++i)
+            trace.push_back({{"id", group[static_cast<size_t>(i)]->id},
+                             {"chosen", scores[static_cast<size_t>(i)]},
+                             {"rejected", scores[static_cast<size_t>(n + i)]}});
+        return loss;
+    }
+
+    json validate(const std::vector<SupervisedExample>& rows) override {
+        const size_t chunk = 16;
+        double loss = 0;
+        int64_t correct = 0, ties = 0;
+        for (size_t i = 0; i < rows.size(); i += chunk) {
+            std::vector<ScoringRow> part;
+            const size_t end = std::min(rows.size(), i + chunk);
+            for (size_t j = i; j < end; ++j) part.push_back(rows[j].first);
+            for (size_t j = i; j < end; ++j) part.push_back(rows[j].second);
+            const int64_t n = static_cast<int64_t>(end - i);
+            ScoringBatch b = study_.pair_batch(part);
+            std::vector<float> scores(static_cast<size_t>(2 * n));
+            scorer_.reward_scores(b, *role_.head, scores.data(), false);
+            loss += bradley_terry_loss(scores.data(), scores.data() + n, n, nullptr, nullptr) * static_cast<double>(n);
+            for (int64_t k = 0; k < n; ++k) {
+                correct += scores[k] > scores[n + k];
+                ties += scores[k] == scores[n + k];
+            }
+        }
+        const double count = static_cast<double>(rows.size());
+        return {{"pairs", rows.size()},
+                {"loss", loss / count},
+                {"correct", correct},
+                {"ties", ties},
+                {"accuracy", static_cast<double>(correct) / count},
+                {"used_for_selection", false}};
+    }
+
+private:
+    const Study& study_;
+    const FaultHooks& hooks_;
+    Role role_;
+    Qwen2 model_;
+    Scorer scorer_;
+};
+
+std::vector<SupervisedExample> encode_pairs(const Study& s, const std::vector<PreferencePair>& pairs) {
+    std::vector<SupervisedExample> out;
+    for (const PreferencePair& p : pairs)
+        out.push_back({p.id, s.encode_row(p.prompt, p.chosen), s.encode_row(p.prompt, p.rejected)});
+    return out;
+}
+
+std::vector<SupervisedExample> encode_votes(const Study& s, const std::vector<VotePair>& pairs) {
+    std::vector<SupervisedExample> out;
+    for (const VotePair& p : pairs) {
+        const std::vector<int32_t> prompt = s.encode_prompt(p.prompt);
+        out.push_back({p.id, ScoringRow{prompt, p.chosen}, ScoringRow{prompt, p.rejected}});
+    }
+    return out;
+}
+
+json pairs_data_identity(const Study& s, const Manifest& m) {
+    json out = json::object();
+    for (const std::string f : {"learn/train_pairs.jsonl", "learn/validation_pairs.jsonl"}) {
+        auto it = m.files.find(f);
+        if (it == m.files.end()) fail(s.run.corpus().string(), "/manifest.json: no entry for ", f);
+        out[f] = it->second.sha256;
+    }
+    out["manifest_sha256"] = sha256_hex(s.reader().read(s.run.corpus() / "manifest.json"));
+    return out;
+}
+
+}  // namespace
+
+json run_reward_model(const Study& s, StageMode mode, const VoteData* votes) {
+    if (!votes && fs::exists(s.run.feedback_labels()))
+        fail(s.run.stage("reward").string(), " holds a judge learning from votes (", s.run.feedback_labels().string(),
+             "); a run's judge learns from one source: use `ppolab reward --votes …` or a new run");
+    StageLifecycle life(s.run, "reward", mode);
+    const SupervisedSettings settings = SupervisedSettings::read(s.config, "reward", "reward.pairs_per_update");
+
+    // 1. data: only learn/ (the guarded reader refuses anything else), or the votes
+    const fs::path corpus = s.run.corpus();
+    const Manifest manifest = load_manifest(s.reader(), corpus);
+    SupervisedData data;
+    data.rows =
+        votes ? encode_votes(s, votes->train) : encode_pairs(s, load_pairs(s.reader(), corpus, PairSplit::train));
+    data.validation = votes ? encode_votes(s, votes->validation)
+                            : encode_pairs(s, load_pairs(s.reader(), corpus, PairSplit::validation));
+    check_limits(s, data.rows, true);
+    check_limits(s, data.validation, true);
+
+    // 2. the role: the judge's adapters and scalar head
+    Role role =
+        make_role(s, "reward", RoleKind::reward, static_cast<uint64_t>(config_int(s.config, "reward.adapter_seed")),
+                  static_cast<uint64_t>(config_int(s.config, "reward.head_seed")));
+    data.initial_identity = role.learned_identity();
+    data.data_identity = votes ? votes->data_identity : pairs_data_identity(s, manifest);
+    data.sampler_stream = 2;
+    data.denominator_kind = "pairs";
+    RewardObjective objective(s, std::move(role), life.hooks());
+
+    // 3. the epochs, the exact state and the report
+    return train_supervised(s, life, settings, objective, data);
+}
+
+json reward_test(const Study& s) {
+    const fs::path out = s.run.stage("reward") / "reward-test.json";
+    if (fs::exists(out)) fail("refusing to overwrite ", out.string());
+    FrozenJudge judge(s, s.run.final_dir("reward"));
+    const std::vector<PreferencePair> pairs = load_pairs(s.reader(), s.run.corpus(), PairSplit::test);
+    json rows = json::array();
+    int64_t correct = 0, ties = 0;
+    for (const PreferencePair& p : pairs) {
+        const ScoringRow c = s.encode_row(p.prompt, p.chosen), r = s.encode_row(p.prompt, p.rejected);
+        const FrozenJudge::Scores sc = judge.score(c.prompt, c.response, r.response);
+        correct += sc.correct();
+        ties += sc.tie();
+        rows.push_back({{"id", p.id},
+                        {"chosen", p.chosen},
+                        {"rejected", p.rejected},
+                        {"chosen_score", sc.chosen},
+                        {"rejected_score", sc.rejected},
+                        {"correct", sc.correct()},
+                        {"tie", sc.tie()}});
+    }
+    judge.check_unchanged("reward-test");
+    const double n = static_cast<double>(pairs.size());
+    json result{{"pairs", pairs.size()},
+                {"correct", correct},
+                {"ties", ties},
+                {"accuracy", n > 0 ? static_cast<double>(correct) / n : 0.0},
+                {"judge_learned_identity", judge.identity()},
+                {"used_for_selection", false},
+                {"score_name", "predicted simulated-preference score (not human utility)"},
+                {"rows", rows}};
+    write_json_atomic(out, result);
+    return result;
+}
+
+}  // namespace ppolab

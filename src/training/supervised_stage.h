@@ -1,0 +1,79 @@
+// supervised_stage.h — what the two supervised stages before PPO share
+// (SPEC §3, §6): SFT (sft.h) and the judge (reward_model.h) each supply their
+// examples and an objective (loss and gradient of one group, validation);
+// train_supervised runs the epochs — seeded permutation per epoch, groups of
+// `per_update` examples, clip, AdamW, the schedule — with mid-epoch and
+// epoch-end checkpoints, over the stage lifecycle (stage_lifecycle.h).
+//
+// Both run in three modes that prove exact resume: `interrupt` stops after
+// `interrupt_epoch` epochs and saves its state; `resume` loads that state and
+// finishes; `continuous` runs every epoch at once. Durations live in the stage
+// report, never in the compared state.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/scoring.h"
+#include "training/roles.h"
+#include "training/stage_lifecycle.h"
+#include "training/study.h"
+#include "util/json.h"
+
+namespace ppolab {
+
+// One example: SFT rows are (prompt, response); judge rows are pairs,
+// encoded as two scoring rows.
+struct SupervisedExample {
+    std::string id;
+    ScoringRow first;   // SFT: the demonstration; reward: chosen
+    ScoringRow second;  // reward: rejected
+};
+
+// Every row must fit the limits before the first update: refused, never
+// truncated (Error naming the example). `pairs`: check `second` too.
+void check_limits(const Study& study, const std::vector<SupervisedExample>& rows, bool pairs);
+
+// The loss of one stage on the role it trains.
+class SupervisedObjective {
+public:
+    virtual ~SupervisedObjective() = default;
+    virtual Role& role() = 0;
+    // The loss of `group`, gradients accumulated into the role; `denominator`
+    // (tokens or pairs) and one trace entry per example are filled. `where`
+    // names the stage and update in non-finite errors; `update` is 1-based.
+    virtual double loss_and_grad(const std::vector<const SupervisedExample*>& group, double& denominator, json& trace,
+                                 const std::string& where, int64_t update) = 0;
+    // Validation, never used to select anything (SPEC §3).
+    virtual json validate(const std::vector<SupervisedExample>& rows) = 0;
+};
+
+// The stage's settings, read once from the config ("<stage>." keys).
+struct SupervisedSettings {
+    int64_t per_update = 0;  // sft.accumulation | reward.pairs_per_update
+    int64_t epochs = 0;
+    int64_t interrupt_epoch = 0;
+    double lr = 0, warmup_ratio = 0, min_lr_ratio = 0, weight_decay = 0, clip = 0;
+    double beta1 = 0, beta2 = 0, eps = 0;  // adamw.*
+    uint64_t sampler_seed = 0;
+    std::optional<int64_t> max_updates;  // smoke runs
+    int64_t checkpoint_every = 0;        // checkpoint.every_updates
+    static SupervisedSettings read(const json& config, const std::string& stage, const std::string& per_update_key);
+};
+
+// What a supervised stage hands to train_supervised.
+struct SupervisedData {
+    std::vector<SupervisedExample> rows, validation;
+    json data_identity;            // the identity's "data" block
+    std::string initial_identity;  // the role's learned identity before training
+    uint64_t sampler_stream = 0;   // Philox stream of the epoch permutations
+    std::string denominator_kind;  // "active_response_tokens" | "pairs"
+};
+
+// Trains `objective` over `life`: writes <mode>.state.gz and <mode>.json (and,
+// continuous, RUN/<stage>/final/). Returns the stage report.
+json train_supervised(const Study& study, StageLifecycle& life, const SupervisedSettings& settings,
+                      SupervisedObjective& objective, const SupervisedData& data);
+
+}  // namespace ppolab
