@@ -19,31 +19,29 @@ namespace ppolab {
 
 const char* finish_name(Finish f) { return f == Finish::eos ? "eos" : "length"; }
 
-PpoSettings PpoSettings::read(const json& c) {
-    if (config_number(c, "ppo.temperature") != 1.0)
-        fail("config: ppo.temperature must be 1 (SPEC §4 samples at temperature 1), got ",
-             config_number(c, "ppo.temperature"));
+PpoSettings PpoSettings::read(const StudyConfig& cfg) {
+    const PpoConfig& p = cfg.ppo;
+    if (p.temperature != 1.0)
+        fail("config: ppo.temperature must be 1 (SPEC §4 samples at temperature 1), got ", p.temperature);
     PpoSettings s;
-    s.iterations = config_int(c, "ppo.iterations");
-    s.prompts_per_iteration = config_int(c, "ppo.prompts_per_iteration");
-    s.updates_per_iteration = config_int(c, "ppo.updates_per_iteration");
-    s.interrupt_iteration = config_int(c, "ppo.interrupt_iteration");
-    s.actor_lr = config_number(c, "ppo.actor_lr");
-    s.critic_lr = config_number(c, "ppo.critic_lr");
-    s.warmup_ratio = config_number(c, "ppo.warmup_ratio");
-    s.min_lr_ratio = config_number(c, "ppo.min_lr_ratio");
-    s.adam = AdamWConfig{config_number(c, "adamw.beta1"), config_number(c, "adamw.beta2"),
-                         config_number(c, "adamw.eps"), config_number(c, "ppo.weight_decay")};
-    s.reward = RewardConfig{config_number(c, "ppo.beta"), parse_missing_eos(config_string(c, "ppo.missing_eos")),
-                            config_number(c, "ppo.missing_eos_penalty")};
-    s.gamma = config_number(c, "ppo.gamma");
-    s.lambda = config_number(c, "ppo.lambda");
-    s.clip_epsilon = config_number(c, "ppo.clip_epsilon");
-    s.value_loss_coef = config_number(c, "ppo.value_loss_coef");
-    s.clip = config_number(c, "ppo.clip");
-    s.sampler_seed = static_cast<uint64_t>(config_int(c, "ppo.sampler_seed"));
-    s.generation_seed = static_cast<uint64_t>(config_int(c, "ppo.generation_seed"));
-    s.checkpoint_every = config_int(c, "checkpoint.every_iterations");
+    s.iterations = p.iterations;
+    s.prompts_per_iteration = p.prompts_per_iteration;
+    s.updates_per_iteration = p.updates_per_iteration;
+    s.interrupt_iteration = p.interrupt_iteration;
+    s.actor_lr = p.actor_lr;
+    s.critic_lr = p.critic_lr;
+    s.warmup_ratio = p.warmup_ratio;
+    s.min_lr_ratio = p.min_lr_ratio;
+    s.adam = AdamWConfig{cfg.adamw.beta1, cfg.adamw.beta2, cfg.adamw.eps, p.weight_decay};
+    s.reward = RewardConfig{p.beta, parse_missing_eos(p.missing_eos), p.missing_eos_penalty};
+    s.gamma = p.gamma;
+    s.lambda = p.lambda;
+    s.clip_epsilon = p.clip_epsilon;
+    s.value_loss_coef = p.value_loss_coef;
+    s.clip = p.clip;
+    s.sampler_seed = static_cast<uint64_t>(p.sampler_seed);
+    s.generation_seed = static_cast<uint64_t>(p.generation_seed);
+    s.checkpoint_every = cfg.checkpoint.every_iterations;
     return s;
 }
 
@@ -87,7 +85,7 @@ PpoRun::PpoRun(const Study& s, const FaultHooks& hooks, fs::path rollout_dir)
     : s_(s),
       hooks_(hooks),
       rollout_dir_(std::move(rollout_dir)),
-      cfg_(PpoSettings::read(s.config)),
+      cfg_(PpoSettings::read(s.cfg)),
       actor_(load_role(s.run.final_dir("sft"), "actor", RoleKind::policy, s)),
       reference_(load_role(s.run.final_dir("sft"), "reference", RoleKind::policy, s)),
       critic_(load_role(s.run.final_dir("sft"), "critic", RoleKind::critic, s)),

@@ -69,7 +69,7 @@ struct PpoSettings {
     double gamma = 1, lambda = 1, clip_epsilon = 0.2, value_loss_coef = 0.5, clip = 1;
     uint64_t sampler_seed = 0, generation_seed = 0;
     int64_t checkpoint_every = 0;   // checkpoint.every_iterations
-    static PpoSettings read(const json& config);  // Error unless ppo.temperature is 1
+    static PpoSettings read(const StudyConfig& config);  // Error unless ppo.temperature is 1
 };
 
 // Steps 3–4 summed over the rollouts of one iteration (means over responses).

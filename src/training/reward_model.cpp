@@ -118,7 +118,7 @@ json run_reward_model(const Study& s, StageMode mode, const VoteData* votes) {
         fail(s.run.stage("reward").string(), " holds a judge learning from votes (", s.run.feedback_labels().string(),
              "); a run's judge learns from one source: use `ppolab reward --votes …` or a new run");
     StageLifecycle life(s.run, "reward", mode);
-    const SupervisedSettings settings = SupervisedSettings::read(s.config, "reward", "reward.pairs_per_update");
+    const SupervisedSettings settings = SupervisedSettings::read(s.cfg, "reward");
 
     // 1. data: only learn/ (the guarded reader refuses anything else), or the votes
     const fs::path corpus = s.run.corpus();
@@ -133,8 +133,8 @@ json run_reward_model(const Study& s, StageMode mode, const VoteData* votes) {
 
     // 2. the role: the judge's adapters and scalar head
     Role role =
-        make_role(s, "reward", RoleKind::reward, static_cast<uint64_t>(config_int(s.config, "reward.adapter_seed")),
-                  static_cast<uint64_t>(config_int(s.config, "reward.head_seed")));
+        make_role(s, "reward", RoleKind::reward, static_cast<uint64_t>(s.cfg.reward.adapter_seed),
+                  static_cast<uint64_t>(s.cfg.reward.head_seed));
     data.initial_identity = role.learned_identity();
     data.data_identity = votes ? votes->data_identity : pairs_data_identity(s, manifest);
     data.sampler_stream = 2;

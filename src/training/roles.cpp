@@ -27,14 +27,13 @@ void Role::zero_grad() {
     if (head) head->zero_grad();
 }
 
-LoraConfig lora_config_from(const json& config) {
+LoraConfig lora_config_from(const LoraSection& lora) {
     LoraConfig c;
-    c.rank = config_int(config, "lora.rank");
-    c.alpha = config_number(config, "lora.alpha");
-    c.targets = config_at(config, "lora.targets").get<std::vector<std::string>>();
-    if (config_number(config, "lora.dropout") != 0.0)
-        fail("config: lora.dropout must be 0 (ppolab implements LoRA without dropout), got ",
-             config_number(config, "lora.dropout"));
+    c.rank = lora.rank;
+    c.alpha = static_cast<double>(lora.alpha);
+    c.targets = lora.targets;
+    if (lora.dropout != 0.0)
+        fail("config: lora.dropout must be 0 (ppolab implements LoRA without dropout), got ", lora.dropout);
     return c;
 }
 
@@ -43,7 +42,7 @@ LoraConfig lora_config_from(const json& config) {
 // projection (a larger r adds no expressive power and, unchecked, could ask
 // for more memory than exists).
 static LoraConfig study_lora_config(const Study& study) {
-    const LoraConfig c = lora_config_from(study.config);
+    const LoraConfig c = lora_config_from(study.cfg.lora);
     int64_t bound = 0;
     std::string which;
     for (const std::string& t : c.targets) {
@@ -63,17 +62,14 @@ static LoraConfig study_lora_config(const Study& study) {
 static void check_counts(const Study& study, const Role& role) {
     const LoraConfig lc = role.lora.config();
     const int64_t lora_params = LoraAdapters::count_parameters(study.base.config, lc);
-    if (auto want = config_optional_int(study.config, "lora.parameters_per_role"); want && *want != lora_params)
+    if (const OptionalInt want = study.cfg.lora.parameters_per_role; want && *want != lora_params)
         fail("role ", role.name, ": ", lora_params, " LoRA parameters over ", role.lora.num_adapted(),
              " projections; config lora.parameters_per_role expects ", *want);
     if (role.lora.num_parameters() != lora_params)
         fail("role ", role.name, ": LoRA holds ", role.lora.num_parameters(), " parameters, expected ", lora_params);
-    if (role.head) {
-        const int64_t want = config_int(study.config, "heads.parameters");
-        if (role.head->num_parameters() != want)
-            fail("role ", role.name, ": head has ", role.head->num_parameters(),
-                 " parameters; config heads.parameters expects ", want);
-    }
+    if (const OptionalInt want = study.cfg.heads.parameters; role.head && want && role.head->num_parameters() != *want)
+        fail("role ", role.name, ": head has ", role.head->num_parameters(),
+             " parameters; config heads.parameters expects ", *want);
 }
 
 Role make_role(const Study& study, const std::string& name, RoleKind kind, uint64_t adapter_seed,
@@ -84,7 +80,7 @@ Role make_role(const Study& study, const std::string& name, RoleKind kind, uint6
     r.lora = LoraAdapters(study.base.config, study_lora_config(study), adapter_seed);
     const int64_t H = study.base.config.hidden_size;
     if (kind == RoleKind::reward)
-        r.head = ScalarHead::reward_init(H, head_seed, config_number(study.config, "heads.reward_weight_std"));
+        r.head = ScalarHead::reward_init(H, head_seed, study.cfg.heads.reward_weight_std);
     else if (kind == RoleKind::critic)
         r.head = ScalarHead::zeros(H);
     check_counts(study, r);
@@ -126,9 +122,9 @@ void save_role(const fs::path& dir, Role& role, const json& identity, const Stud
     peft.rank = lc.rank;
     peft.alpha = lc.alpha;
     peft.targets = lc.targets;
-    peft.base_model = config_string(study.config, "model.name_or_path");
-    const json& revision = config_at(study.config, "model.revision");
-    peft.revision = revision.is_string() ? revision.get<std::string>() : "";
+    // The base's name as the config gives it (generic preset: null, so the folder).
+    peft.base_model = study.cfg.model.name_or_path.value_or(study.model_dir.string());
+    peft.revision = study.cfg.model.revision.value_or("");
     export_peft(tmp / "peft", role.lora.parameters(), peft);
     fs::rename(tmp, dir);
     // Reload and check: what is on disk is what was learned.

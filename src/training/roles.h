@@ -28,7 +28,8 @@ struct Role {
     void zero_grad();
 };
 
-LoraConfig lora_config_from(const json& config);
+// The LoRA settings of the typed config (Error unless lora.dropout is 0).
+LoraConfig lora_config_from(const LoraSection& lora);
 
 // A fresh role: A from Philox(adapter_seed), B zero; the reward head
 // ~ N(0, heads.reward_weight_std) from Philox(head_seed), the critic head

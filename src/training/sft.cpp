@@ -97,7 +97,7 @@ json sft_data_identity(const Study& s, const Manifest& m) {
 
 json run_sft(const Study& s, StageMode mode) {
     StageLifecycle life(s.run, "sft", mode);
-    const SupervisedSettings settings = SupervisedSettings::read(s.config, "sft", "sft.accumulation");
+    const SupervisedSettings settings = SupervisedSettings::read(s.cfg, "sft");
 
     // 1. data: only learn/ (the guarded reader refuses anything else)
     const fs::path corpus = s.run.corpus();
@@ -111,7 +111,7 @@ json run_sft(const Study& s, StageMode mode) {
     check_limits(s, data.validation, false);
 
     // 2. the role: LoRA adapters on the base
-    Role role = make_role(s, "sft", RoleKind::policy, static_cast<uint64_t>(config_int(s.config, "sft.adapter_seed")));
+    Role role = make_role(s, "sft", RoleKind::policy, static_cast<uint64_t>(s.cfg.sft.adapter_seed));
     data.initial_identity = role.learned_identity();
     data.data_identity = sft_data_identity(s, manifest);
     data.sampler_stream = 1;

@@ -24,24 +24,32 @@ void check_limits(const Study& s, const std::vector<SupervisedExample>& rows, bo
     }
 }
 
-SupervisedSettings SupervisedSettings::read(const json& c, const std::string& stage,
-                                            const std::string& per_update_key) {
-    const std::string k = stage + ".";
+SupervisedSettings SupervisedSettings::read(const StudyConfig& cfg, const std::string& stage) {
     SupervisedSettings s;
-    s.per_update = config_int(c, per_update_key);
-    s.epochs = config_int(c, k + "epochs");
-    s.interrupt_epoch = config_int(c, k + "interrupt_epoch");
-    s.lr = config_number(c, k + "lr");
-    s.warmup_ratio = config_number(c, k + "warmup_ratio");
-    s.min_lr_ratio = config_number(c, k + "min_lr_ratio");
-    s.weight_decay = config_number(c, k + "weight_decay");
-    s.clip = config_number(c, k + "clip");
-    s.beta1 = config_number(c, "adamw.beta1");
-    s.beta2 = config_number(c, "adamw.beta2");
-    s.eps = config_number(c, "adamw.eps");
-    s.sampler_seed = static_cast<uint64_t>(config_int(c, k + "sampler_seed"));
-    s.max_updates = config_optional_int(c, "max_updates");
-    s.checkpoint_every = config_int(c, "checkpoint.every_updates");
+    auto common = [&](const auto& c) {
+        s.epochs = c.epochs;
+        s.interrupt_epoch = c.interrupt_epoch;
+        s.lr = c.lr;
+        s.warmup_ratio = c.warmup_ratio;
+        s.min_lr_ratio = c.min_lr_ratio;
+        s.weight_decay = c.weight_decay;
+        s.clip = c.clip;
+        s.sampler_seed = static_cast<uint64_t>(c.sampler_seed);
+    };
+    if (stage == "sft") {
+        common(cfg.sft);
+        s.per_update = cfg.sft.accumulation;
+    } else if (stage == "reward") {
+        common(cfg.reward);
+        s.per_update = cfg.reward.pairs_per_update;
+    } else {
+        fail("supervised stage must be sft or reward, got '", stage, "'");
+    }
+    s.beta1 = cfg.adamw.beta1;
+    s.beta2 = cfg.adamw.beta2;
+    s.eps = cfg.adamw.eps;
+    s.max_updates = cfg.max_updates;
+    s.checkpoint_every = cfg.checkpoint.every_updates;
     return s;
 }
 

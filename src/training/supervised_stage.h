@@ -49,7 +49,7 @@ public:
     virtual json validate(const std::vector<SupervisedExample>& rows) = 0;
 };
 
-// The stage's settings, read once from the config ("<stage>." keys).
+// The stage's settings, read once from the typed config (`sft` or `reward`).
 struct SupervisedSettings {
     int64_t per_update = 0;  // sft.accumulation | reward.pairs_per_update
     int64_t epochs = 0;
@@ -59,7 +59,7 @@ struct SupervisedSettings {
     uint64_t sampler_seed = 0;
     std::optional<int64_t> max_updates;  // smoke runs
     int64_t checkpoint_every = 0;        // checkpoint.every_updates
-    static SupervisedSettings read(const json& config, const std::string& stage, const std::string& per_update_key);
+    static SupervisedSettings read(const StudyConfig& config, const std::string& stage);
 };
 
 // What a supervised stage hands to train_supervised.
