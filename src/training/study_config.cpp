@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "model/tensor_table.h"
 #include "util/error.h"
 #include "util/sha256.h"
 
@@ -157,10 +158,8 @@ void validate_study_config(const json& c) {
     const json& targets = config_at(c, "lora.targets");
     if (!targets.is_array() || targets.empty()) fail("config: 'lora.targets' must be a non-empty list");
     for (const json& t : targets)
-        if (!t.is_string() || !std::set<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                                      "down_proj"}.count(t.get<std::string>()))
-            fail("config: 'lora.targets' holds ", t.dump(), "; expected names among q_proj, k_proj, v_proj, o_proj, "
-                 "gate_proj, up_proj, down_proj");
+        if (!t.is_string() || !find_projection(t.get<std::string>()))
+            fail("config: 'lora.targets' holds ", t.dump(), "; expected names among ", projection_names_joined());
     for (const char* k : {"limits.max_prompt", "limits.max_response", "limits.max_context"}) check_min_int(c, k, 1);
     if (config_int(c, "limits.max_context") < config_int(c, "limits.max_response") + 1)
         fail("config: 'limits.max_context' (", config_int(c, "limits.max_context"),
