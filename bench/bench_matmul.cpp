@@ -71,7 +71,8 @@ WeightSet& weights(const Proj& p, bool frozen = false) {
         for (int64_t i = 0; i < n; ++i) s->copies.push_back(base);
         if (frozen)
             for (const auto& c : s->copies)
-                s->packed.push_back(std::make_unique<PrepackedWeight>(WeightView{WeightType::bf16, c.data(), p.N, p.K}));
+                s->packed.push_back(
+                    std::make_unique<PrepackedWeight>(WeightView{WeightType::bf16, c.data(), p.N, p.K}));
     }
     return *s;
 }

@@ -90,9 +90,12 @@ inline constexpr std::array<LayerTensor, 12> kLayerTensors = {{
     {"self_attn.o_proj.weight", TensorKind::matrix, &LayerWeights::o_proj, nullptr, Dim::hidden, Dim::q, Proj::o},
     {"post_attention_layernorm.weight", TensorKind::norm, nullptr, &LayerWeights::post_attention_layernorm, Dim::hidden,
      Dim::hidden, {}},
-    {"mlp.gate_proj.weight", TensorKind::matrix, &LayerWeights::gate_proj, nullptr, Dim::intermediate, Dim::hidden, Proj::gate},
-    {"mlp.up_proj.weight", TensorKind::matrix, &LayerWeights::up_proj, nullptr, Dim::intermediate, Dim::hidden, Proj::up},
-    {"mlp.down_proj.weight", TensorKind::matrix, &LayerWeights::down_proj, nullptr, Dim::hidden, Dim::intermediate, Proj::down},
+    {"mlp.gate_proj.weight", TensorKind::matrix, &LayerWeights::gate_proj, nullptr, Dim::intermediate, Dim::hidden,
+     Proj::gate},
+    {"mlp.up_proj.weight", TensorKind::matrix, &LayerWeights::up_proj, nullptr, Dim::intermediate, Dim::hidden,
+     Proj::up},
+    {"mlp.down_proj.weight", TensorKind::matrix, &LayerWeights::down_proj, nullptr, Dim::hidden, Dim::intermediate,
+     Proj::down},
 }};
 
 // ---------------------------------------------------------------- the tensors of a model

@@ -206,8 +206,8 @@ TEST(TensorTable, EveryWalkerOfTheWeightsFollowsTheTable) {
     }
     Qwen2Weights short_of_layers = random_weights(small_config(true), InitOptions{});
     short_of_layers.layers.pop_back();
-    EXPECT_NE(test::error_of([&] { qwen2_parameters(short_of_layers, nullptr); }).find("weights have 1 layers; config says 2"),
-              std::string::npos);
+    const std::string msg = test::error_of([&] { qwen2_parameters(short_of_layers, nullptr); });
+    EXPECT_NE(msg.find("weights have 1 layers; config says 2"), std::string::npos) << msg;
 }
 
 // One LoRA target list: the defaults, the names accepted and the adapters'
