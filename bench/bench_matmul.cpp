@@ -2,7 +2,7 @@
 // down, the tied 151936 × 896 LM head) at M = 1, 4, 128, 512 rows, BF16
 // weights, through linear_forward (the automatic path) and, for comparison,
 // oneDNN with row-major weights at small M and with frozen (prepacked,
-// matmul_freeze) weights at large M; plus the two backwards of training at
+// PrepackedWeight) weights at large M; plus the two backwards of training at
 // M = 128/512 and the LM head at the 64-row chunks of lm_logprobs.
 //
 // Counters: GFLOP/s (2·M·N·K per call) and GB/s (bytes of weight + input +
@@ -42,18 +42,19 @@ constexpr int64_t kColdBytes = int64_t(96) << 20;  // > L3: rotate copies up to 
 
 // Copies of one random BF16 weight (values ~ N(0, 0.02), as the model init).
 struct WeightSet {
-    std::vector<std::vector<bf16>> copies;  // each (N, K)
+    std::vector<std::vector<bf16>> copies;                 // each (N, K)
+    std::vector<std::unique_ptr<PrepackedWeight>> packed;  // frozen sets: one per copy
     int64_t N = 0, K = 0;
     size_t next = 0;
     WeightView view() {
-        const auto& c = copies[next];
+        const size_t i = next;
         next = (next + 1) % copies.size();
-        return {WeightType::bf16, c.data(), N, K};
+        return {WeightType::bf16, copies[i].data(), N, K, packed.empty() ? nullptr : packed[i].get()};
     }
 
 };
 
-// frozen: a separate set, registered with matmul_freeze for good (the
+// frozen: a separate set, each copy with its PrepackedWeight for good (the
 // packed copies are made by a warm-up pass outside the timed loop).
 WeightSet& weights(const Proj& p, bool frozen = false) {
     static std::map<std::string, std::unique_ptr<WeightSet>> sets;
@@ -69,7 +70,9 @@ WeightSet& weights(const Proj& p, bool frozen = false) {
         for (auto& v : base) v = float_to_bf16(static_cast<float>(rng.normal() * 0.02));
         for (int64_t i = 0; i < n; ++i) s->copies.push_back(base);
         if (frozen)
-            for (const auto& c : s->copies) matmul_freeze({WeightType::bf16, c.data(), p.N, p.K});
+            for (const auto& c : s->copies)
+                s->packed.push_back(
+                    std::make_unique<PrepackedWeight>(WeightView{WeightType::bf16, c.data(), p.N, p.K}));
     }
     return *s;
 }

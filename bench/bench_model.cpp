@@ -10,7 +10,7 @@
 //
 //   bench_model [--workload all|forward|decode|lora1|lora4] [--reps N] [--freeze]
 //
-// --freeze registers every base matrix with matmul_freeze (prepacked for
+// --freeze freezes every base matrix (freeze_base_matrices: prepacked for
 // oneDNN) before the workloads, as an engine holding a frozen base may do;
 // the names of the results then end in " (frozen base)".
 // Prints one JSON line per workload: {"name", "tok_s", "ms", "reps",
@@ -131,8 +131,7 @@ void run_decode(const Qwen2Weights& w, int reps) {
     // Bytes of weight read per decode step: every matrix once (LM head tied).
     double bytes = 0;
     for (const auto& l : w.layers)
-        for (const Matrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
-            bytes += 2.0 * m->numel();
+        for (const ProjectionInfo& p : kProjections) bytes += 2.0 * (l.*p.weight).numel();
     bytes += 2.0 * w.output_matrix().numel();
     const double step = median(secs) / G;  // wall seconds per token
     char extra[160];
@@ -197,12 +196,9 @@ int main(int argc, char** argv) {
         InitOptions init;
         init.seed = 1;
         init.matrices = WeightType::bf16;
-        const Qwen2Weights w = random_weights(model_shape("qwen2.5-0.5b"), init);
+        Qwen2Weights w = random_weights(model_shape("qwen2.5-0.5b"), init);
         if (freeze) {
-            for (const auto& l : w.layers)
-                for (const Matrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
-                    matmul_freeze(m->view());
-            matmul_freeze(w.output_matrix().view());
+            freeze_base_matrices(w);
             suffix = " (frozen base)";
         }
         std::vector<std::string> todo;

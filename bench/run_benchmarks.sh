@@ -11,7 +11,7 @@
 # --threads 1 compares one core against one core and adds CPU-time ratios,
 # which stay meaningful while other jobs load the machine (2 threads are
 # the reference setting; they need a quiet machine). --freeze runs
-# bench_model with the base matrices registered by matmul_freeze.
+# bench_model with the base matrices frozen (prepacked: freeze_base_matrices).
 #
 # DIR holds bin/bench_matmul and bin/bench_model (default: build). PyTorch
 # runs at its best setting here (SPEC §11): OPENBLAS_CORETYPE and

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "model/checkpoint.h"
+#include "model/hf_folder.h"
 #include "model/config.h"
 #include "util/error.h"
 #include "util/json.h"

@@ -12,7 +12,7 @@
 #include "cli/command.h"
 #include "training/learned_io.h"
 #include "training/tensors.h"
-#include "model/checkpoint.h"
+#include "model/hf_folder.h"
 #include "model/generate.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"

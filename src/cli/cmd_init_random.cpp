@@ -5,8 +5,9 @@
 #include <set>
 
 #include "cli/command.h"
-#include "model/checkpoint.h"
+#include "model/hf_folder.h"
 #include "model/init.h"
+#include "model/tensor_table.h"
 #include "util/error.h"
 
 namespace ppolab::cli {

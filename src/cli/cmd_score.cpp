@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "cli/command.h"
-#include "model/checkpoint.h"
+#include "model/hf_folder.h"
 #include "model/qwen2.h"
 #include "model/sampling.h"
 #include "util/error.h"

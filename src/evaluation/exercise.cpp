@@ -7,7 +7,7 @@
 
 #include "data/corpus.h"
 #include "evaluation/report.h"
-#include "model/checkpoint.h"
+#include "model/hf_folder.h"
 #include "training/roles.h"
 #include "util/error.h"
 #include "util/progress.h"

@@ -17,11 +17,17 @@ namespace ppolab {
 
 enum class WeightType { f32, bf16 };
 
+class PrepackedWeight;  // matmul_backend.h
+
 struct WeightView {
     WeightType type;
     const void* data;  // float* or bf16*, [rows, cols]
     int64_t rows;      // N: output features
     int64_t cols;      // K: input features
+    // Copies of this very weight in oneDNN's preferred layouts (a frozen
+    // BF16 weight, matmul_backend.h); nullptr: the row-major data is read.
+    // Ignored unless it was made for this data, rows and cols.
+    const PrepackedWeight* prepacked = nullptr;
 };
 
 // Y[M,N] = X[M,K] · W[N,K]ᵀ  (+ Y when accumulate)

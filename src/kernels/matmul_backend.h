@@ -13,6 +13,7 @@
 // the input to BF16, FP32 accumulation); they differ only in summation order.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "kernels/matmul.h"
 
@@ -43,19 +44,38 @@ const char* matmul_path_name(int64_t M, int64_t N, int64_t K);
 // available). Exposed because the engine may want pre-rounded activations.
 void convert_to_bf16(bf16* out, const float* in, int64_t n);
 
-// Frozen weights: a BF16 weight registered here (the shared frozen base
-// model) is reordered once, per layout oneDNN asks for, into its blocked
-// format, and the oneDNN path (M > kSmallM: forward and backward to the
-// input) reads that copy instead of repacking the row-major weight on every
-// call. The caller promises that the data neither changes nor is freed while
-// frozen; matmul_unfreeze(data) drops the copies (call it before freeing or
-// changing the weight). Costs one more copy of the weight per layout in
-// memory (matmul_frozen_bytes). No effect on results: the same products in
+// Frozen weights: a PrepackedWeight made for a BF16 weight (the shared
+// frozen base model) holds that weight reordered, once per layout oneDNN
+// asks for, into its blocked format; a WeightView pointing to it makes the
+// oneDNN path (M > kSmallM: forward and backward to the input) read that
+// copy instead of repacking the row-major weight on every call. The object
+// belongs to whoever owns the weight (model/weights.h: Matrix::freeze) and
+// dies with it, so no copy outlives or mistakes its weight; the weight's
+// values must not change while it lives. Costs one more copy of the weight
+// per layout in memory (bytes()). No effect on results: the same products in
 // a different layout (equal up to summation order; the exact-data tests
 // check equality).
-void matmul_freeze(WeightView W);
-void matmul_unfreeze(const void* data);
-int64_t matmul_frozen_bytes();
+class PrepackedWeight {
+public:
+    explicit PrepackedWeight(WeightView W);  // W: BF16, non-empty; Error otherwise
+    ~PrepackedWeight();
+    PrepackedWeight(const PrepackedWeight&) = delete;  // bound to one weight's address
+    PrepackedWeight& operator=(const PrepackedWeight&) = delete;
+    PrepackedWeight(PrepackedWeight&&) = delete;
+    PrepackedWeight& operator=(PrepackedWeight&&) = delete;
+
+    // True when made for exactly this weight (data, type, rows, cols).
+    bool matches(const WeightView& W) const;
+    int64_t bytes() const;  // memory of the packed copies made so far
+
+    struct Layouts;  // the copies, per layout (matmul_dnnl.cpp)
+    Layouts& layouts() const { return *layouts_; }
+
+private:
+    const void* data_;
+    int64_t rows_, cols_;
+    std::unique_ptr<Layouts> layouts_;
+};
 
 // The paths, callable directly (same semantics as matmul.h).
 namespace matmul_detail {

@@ -9,18 +9,17 @@
 // primitives are cached per thread by (kind, types, M, N, K, accumulate):
 // per thread so that concurrent calls never share one primitive's scratchpad.
 //
-// Frozen weights (matmul_freeze): a registered BF16 weight is reordered once
-// per layout into oneDNN's preferred blocked format, and the products of the
-// forward and of the backward to the input read that copy (measured 8–20 %
+// Frozen weights (PrepackedWeight, owned by the weight's Matrix): a BF16
+// weight is reordered once per layout into oneDNN's preferred blocked format,
+// and the products of the forward and of the backward to the input read that
+// copy (measured 8–20 %
 // faster at 64–512 rows than handing oneDNN the row-major weight, which it
 // then repacks block by block on every call: BENCHMARKS.md).
 #include <dnnl.hpp>
 
-#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <tuple>
 #include <vector>
 
@@ -124,23 +123,14 @@ dnnl::stream& thread_stream() {
 
 // ---- frozen weights -------------------------------------------------------
 
-struct Frozen {
-    int64_t N = 0, K = 0;
-    std::mutex mu;  // guards packed
+}  // namespace
+
+struct PrepackedWeight::Layouts {
+    std::mutex mu;                                                    // guards packed
     std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed;  // one copy per layout
 };
 
-std::shared_mutex registry_mu;
-std::map<const void*, std::shared_ptr<Frozen>> registry;
-std::atomic<int64_t> frozen_count{0};  // fast path: no lookup while nothing is frozen
-
-std::shared_ptr<Frozen> frozen_lookup(const WeightView& W) {
-    if (frozen_count.load(std::memory_order_relaxed) == 0 || W.type != WeightType::bf16) return nullptr;
-    std::shared_lock lock(registry_mu);
-    auto it = registry.find(W.data);
-    if (it == registry.end() || it->second->N != W.rows || it->second->K != W.cols) return nullptr;
-    return it->second;
-}
+namespace {
 
 // The packed-weight primitive of an entry (weights "any"), made once.
 bool ensure_packed(Entry& e, const Key& key) {
@@ -161,7 +151,8 @@ bool ensure_packed(Entry& e, const Key& key) {
 }
 
 // The frozen weight in the layout `md`, reordered on first use.
-dnnl::memory packed_weight(Frozen& f, const void* data, const dnnl::memory::desc& plain, const dnnl::memory::desc& md) {
+dnnl::memory packed_weight(PrepackedWeight::Layouts& f, const void* data, const dnnl::memory::desc& plain,
+                           const dnnl::memory::desc& md) {
     std::lock_guard lock(f.mu);
     for (auto& [d, m] : f.packed)
         if (d == md) return m;
@@ -178,8 +169,8 @@ dnnl::memory packed_weight(Frozen& f, const void* data, const dnnl::memory::desc
 void execute(Entry& e, const Key& key, const void* src, const WeightView& W, float* dst) {
     dnnl::memory ms(e.src, cpu_engine(), const_cast<void*>(src));
     dnnl::memory md(e.dst, cpu_engine(), dst);
-    if (auto f = frozen_lookup(W); f && ensure_packed(e, key)) {
-        dnnl::memory mw = packed_weight(*f, W.data, e.wei, e.packed_wei);
+    if (W.prepacked && W.prepacked->matches(W) && ensure_packed(e, key)) {
+        dnnl::memory mw = packed_weight(W.prepacked->layouts(), W.data, e.wei, e.packed_wei);
         e.packed_prim.execute(thread_stream(), {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, md}});
     } else {
         dnnl::memory mw(e.wei, cpu_engine(), const_cast<void*>(W.data));
@@ -251,29 +242,24 @@ void dnnl_backward_weight(float* dW, const float* dY, const float* X, int64_t M,
 
 }  // namespace matmul_detail
 
-void matmul_freeze(WeightView W) {
-    if (W.type != WeightType::bf16 || W.data == nullptr || W.rows <= 0 || W.cols <= 0) return;
-    std::unique_lock lock(registry_mu);
-    auto& slot = registry[W.data];
-    if (slot && slot->N == W.rows && slot->K == W.cols) return;  // already frozen
-    if (!slot) frozen_count.fetch_add(1);
-    slot = std::make_shared<Frozen>();
-    slot->N = W.rows;
-    slot->K = W.cols;
+PrepackedWeight::PrepackedWeight(WeightView W)
+    : data_(W.data), rows_(W.rows), cols_(W.cols), layouts_(std::make_unique<Layouts>()) {
+    if (W.type != WeightType::bf16 || W.data == nullptr || W.rows <= 0 || W.cols <= 0)
+        fail("PrepackedWeight: expected a non-empty BF16 weight, got ",
+             W.type == WeightType::bf16 ? "BF16" : "FP32", " [", W.rows, ", ", W.cols, "]");
 }
 
-void matmul_unfreeze(const void* data) {
-    std::unique_lock lock(registry_mu);
-    if (registry.erase(data)) frozen_count.fetch_sub(1);
+PrepackedWeight::~PrepackedWeight() = default;
+
+bool PrepackedWeight::matches(const WeightView& W) const {
+    return W.type == WeightType::bf16 && W.data == data_ && W.rows == rows_ && W.cols == cols_;
 }
 
-int64_t matmul_frozen_bytes() {
-    std::shared_lock lock(registry_mu);
+int64_t PrepackedWeight::bytes() const {
+    std::lock_guard lock(layouts_->mu);
     int64_t bytes = 0;
-    for (auto& [ptr, f] : registry) {
-        std::lock_guard flock(f->mu);
-        for (auto& [md, mem] : f->packed) bytes += static_cast<int64_t>(md.get_size());
-    }
+    for (auto& [md, mem] : layouts_->packed) bytes += static_cast<int64_t>(md.get_size());
     return bytes;
 }
+
 }  // namespace ppolab

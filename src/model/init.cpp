@@ -1,5 +1,6 @@
 #include "model/init.h"
 
+#include "model/tensor_table.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -33,30 +34,19 @@ static std::vector<float> filled(int64_t n, float base, bool randomize, Philox& 
 
 Qwen2Weights random_weights(const Qwen2Config& c, const InitOptions& o) {
     PPOLAB_ASSERT(c.hidden_size > 0 && c.num_hidden_layers > 0 && c.head_dim > 0);
+    // One generator drawn tensor after tensor in checkpoint order (the table's).
     Philox rng(o.seed, /*stream=*/0x1417);
     Qwen2Weights w;
     w.config = c;
-    const int64_t H = c.hidden_size, I = c.intermediate_size, Q = c.q_dim(), KV = c.kv_dim();
-    w.embed_tokens = random_matrix(c.vocab_size, H, o.matrices, o.stddev, rng);
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-        LayerWeights L;
-        bool r = o.randomize_norms_and_biases;
-        L.input_layernorm = filled(H, 1.f, r, rng);
-        L.q_proj = random_matrix(Q, H, o.matrices, o.stddev, rng);
-        L.q_bias = filled(Q, 0.f, r, rng);
-        L.k_proj = random_matrix(KV, H, o.matrices, o.stddev, rng);
-        L.k_bias = filled(KV, 0.f, r, rng);
-        L.v_proj = random_matrix(KV, H, o.matrices, o.stddev, rng);
-        L.v_bias = filled(KV, 0.f, r, rng);
-        L.o_proj = random_matrix(H, Q, o.matrices, o.stddev, rng);
-        L.post_attention_layernorm = filled(H, 1.f, r, rng);
-        L.gate_proj = random_matrix(I, H, o.matrices, o.stddev, rng);
-        L.up_proj = random_matrix(I, H, o.matrices, o.stddev, rng);
-        L.down_proj = random_matrix(H, I, o.matrices, o.stddev, rng);
-        w.layers.push_back(std::move(L));
+    w.layers.resize(static_cast<size_t>(c.num_hidden_layers));
+    for (const TensorSpec& spec : qwen2_tensor_table(c)) {
+        if (Matrix* m = spec.matrix(w)) {
+            *m = random_matrix(spec.shape[0], spec.shape[1], o.matrices, o.stddev, rng);
+        } else {
+            const float base = spec.kind == TensorKind::norm ? 1.f : 0.f;
+            *spec.vector(w) = filled(spec.numel(), base, o.randomize_norms_and_biases, rng);
+        }
     }
-    w.norm = filled(H, 1.f, o.randomize_norms_and_biases, rng);
-    if (!c.tie_word_embeddings) w.lm_head = random_matrix(c.vocab_size, H, o.matrices, o.stddev, rng);
     return w;
 }
 

@@ -9,39 +9,6 @@
 
 namespace ppolab {
 
-static constexpr const char* kProjNames[kNumProj] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                                     "gate_proj", "up_proj", "down_proj"};
-
-const char* proj_name(Proj p) { return kProjNames[static_cast<int>(p)]; }
-const char* proj_module(Proj p) { return static_cast<int>(p) < 4 ? "self_attn" : "mlp"; }
-
-Proj proj_from_name(const std::string& name) {
-    for (int i = 0; i < kNumProj; ++i) {
-        std::string full = kProjNames[i];
-        if (name == full || name + "_proj" == full) return static_cast<Proj>(i);
-    }
-    fail("LoRA target '", name, "': expected one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj");
-}
-
-int64_t proj_in_features(const Qwen2Config& c, Proj p) {
-    switch (p) {
-        case Proj::o: return c.q_dim();
-        case Proj::down: return c.intermediate_size;
-        default: return c.hidden_size;
-    }
-}
-
-int64_t proj_out_features(const Qwen2Config& c, Proj p) {
-    switch (p) {
-        case Proj::q: return c.q_dim();
-        case Proj::k:
-        case Proj::v: return c.kv_dim();
-        case Proj::o:
-        case Proj::down: return c.hidden_size;
-        default: return c.intermediate_size;
-    }
-}
-
 // The targets as a set of Proj, validated (unknown or repeated names fail).
 static std::array<bool, kNumProj> target_set(const LoraConfig& lora) {
     if (lora.rank <= 0) fail("lora.rank: expected a positive integer, got ", lora.rank);

@@ -8,8 +8,8 @@
 // branch is FP32; see qwen2.h for what is rounded to BF16 where.
 //
 // Parameters are listed in a fixed order: layer by layer, targets in the
-// order q, k, v, o, gate, up, down, A before B, named as PEFT names them
-// without the "base_model.model." prefix:
+// order of kProjections (tensor_table.h: q, k, v, o, gate, up, down), A
+// before B, named as PEFT names them without the "base_model.model." prefix:
 //   model.layers.{i}.self_attn.{q,k,v,o}_proj.lora_A   (r, in)
 //   model.layers.{i}.mlp.{gate,up,down}_proj.lora_B     (out, r)
 #pragma once
@@ -20,23 +20,15 @@
 
 #include "model/config.h"
 #include "model/param.h"
+#include "model/tensor_table.h"
 #include "model/weights.h"
 
 namespace ppolab {
 
-// The seven projections of a Qwen2 layer, in checkpoint order.
-enum class Proj { q, k, v, o, gate, up, down };
-inline constexpr int kNumProj = 7;
-const char* proj_name(Proj p);                 // "q_proj", …, "down_proj"
-const char* proj_module(Proj p);               // "self_attn" or "mlp"
-Proj proj_from_name(const std::string& name);  // "q_proj" or "q"; Error otherwise
-int64_t proj_in_features(const Qwen2Config& c, Proj p);
-int64_t proj_out_features(const Qwen2Config& c, Proj p);
-
 struct LoraConfig {
     int64_t rank = 8;      // r
     double alpha = 16.0;   // scale = alpha / r
-    std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    std::vector<std::string> targets = projection_names();  // every projection (tensor_table.h)
     bool operator==(const LoraConfig&) const = default;
 };
 

@@ -7,6 +7,7 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "model/tensor_table.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -25,65 +26,45 @@ static Matrix zero_matrix_like(const Matrix& m) {
 static std::vector<float> zeros_like(const std::vector<float>& v) { return std::vector<float>(v.size(), 0.f); }
 
 Qwen2Weights qwen2_grads_like(const Qwen2Weights& w) {
+    check_layer_count(w, "qwen2_grads_like");
     Qwen2Weights g;
     g.config = w.config;
-    g.embed_tokens = zero_matrix_like(w.embed_tokens);
-    for (const auto& L : w.layers) {
-        LayerWeights G;
-        G.input_layernorm = zeros_like(L.input_layernorm);
-        G.q_proj = zero_matrix_like(L.q_proj);
-        G.q_bias = zeros_like(L.q_bias);
-        G.k_proj = zero_matrix_like(L.k_proj);
-        G.k_bias = zeros_like(L.k_bias);
-        G.v_proj = zero_matrix_like(L.v_proj);
-        G.v_bias = zeros_like(L.v_bias);
-        G.o_proj = zero_matrix_like(L.o_proj);
-        G.post_attention_layernorm = zeros_like(L.post_attention_layernorm);
-        G.gate_proj = zero_matrix_like(L.gate_proj);
-        G.up_proj = zero_matrix_like(L.up_proj);
-        G.down_proj = zero_matrix_like(L.down_proj);
-        g.layers.push_back(std::move(G));
+    g.layers.resize(w.layers.size());
+    for (const TensorSpec& spec : qwen2_tensor_table(w.config)) {
+        if (const Matrix* m = spec.matrix(w))
+            *spec.matrix(g) = zero_matrix_like(*m);
+        else
+            *spec.vector(g) = zeros_like(*spec.vector(w));
     }
-    g.norm = zeros_like(w.norm);
-    if (!w.config.tie_word_embeddings) g.lm_head = zero_matrix_like(w.lm_head);
     return g;
 }
 
-void qwen2_bf16_copy(const Qwen2Weights& w, Qwen2Weights& c) {
-    auto mat = [](const Matrix& m, Matrix& out) {
-        if (m.type != WeightType::f32) fail("qwen2_bf16_copy: the master weights must be FP32");
-        out.type = WeightType::bf16;
-        out.rows = m.rows;
-        out.cols = m.cols;
-        out.f.clear();
-        out.b.resize(m.f.size());
-        const float* src = m.f.data();
-        bf16* dst = out.b.data();
-        const int64_t n = static_cast<int64_t>(m.f.size());
+// One matrix of the BF16 copy: every value rounded to nearest even.
+static void bf16_copy_matrix(const Matrix& m, Matrix& out) {
+    if (m.type != WeightType::f32) fail("qwen2_bf16_copy: the master weights must be FP32");
+    PPOLAB_ASSERT(!out.frozen());  // rewritten in place after every update: never prepacked
+    out.type = WeightType::bf16;
+    out.rows = m.rows;
+    out.cols = m.cols;
+    out.f.clear();
+    out.b.resize(m.f.size());
+    const float* src = m.f.data();
+    bf16* dst = out.b.data();
+    const int64_t n = static_cast<int64_t>(m.f.size());
 #pragma omp parallel for schedule(static) if (n > 65536)
-        for (int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(src[i]);
-    };
+    for (int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(src[i]);
+}
+
+void qwen2_bf16_copy(const Qwen2Weights& w, Qwen2Weights& c) {
+    check_layer_count(w, "qwen2_bf16_copy");
     c.config = w.config;
-    mat(w.embed_tokens, c.embed_tokens);
     c.layers.resize(w.layers.size());
-    for (size_t i = 0; i < w.layers.size(); ++i) {
-        const LayerWeights& L = w.layers[i];
-        LayerWeights& C = c.layers[i];
-        C.input_layernorm = L.input_layernorm;
-        mat(L.q_proj, C.q_proj);
-        C.q_bias = L.q_bias;
-        mat(L.k_proj, C.k_proj);
-        C.k_bias = L.k_bias;
-        mat(L.v_proj, C.v_proj);
-        C.v_bias = L.v_bias;
-        mat(L.o_proj, C.o_proj);
-        C.post_attention_layernorm = L.post_attention_layernorm;
-        mat(L.gate_proj, C.gate_proj);
-        mat(L.up_proj, C.up_proj);
-        mat(L.down_proj, C.down_proj);
+    for (const TensorSpec& spec : qwen2_tensor_table(w.config)) {
+        if (const Matrix* m = spec.matrix(w))
+            bf16_copy_matrix(*m, *spec.matrix(c));
+        else
+            *spec.vector(c) = *spec.vector(w);
     }
-    c.norm = w.norm;
-    if (!w.config.tie_word_embeddings) mat(w.lm_head, c.lm_head);
 }
 
 void qwen2_grads_zero(Qwen2Weights& g) {
@@ -91,36 +72,20 @@ void qwen2_grads_zero(Qwen2Weights& g) {
 }
 
 ParamList qwen2_parameters(Qwen2Weights& w, Qwen2Weights* g) {
+    check_layer_count(w, "qwen2_parameters");
+    if (g) check_layer_count(*g, "qwen2_parameters (gradients)");
     ParamList list;
-    auto mat = [&](const std::string& name, Matrix& m, Matrix* gm) {
-        if (m.type != WeightType::f32)
-            fail("parameter '", name, "': full-parameter mode needs FP32 weights, got BF16");
-        list.push_back({name, {m.rows, m.cols}, m.f.data(), gm ? gm->f.data() : nullptr});
-    };
-    auto vec = [&](const std::string& name, std::vector<float>& v, std::vector<float>* gv) {
-        list.push_back({name, {static_cast<int64_t>(v.size())}, v.data(), gv ? gv->data() : nullptr});
-    };
-    mat("model.embed_tokens.weight", w.embed_tokens, g ? &g->embed_tokens : nullptr);
-    for (size_t i = 0; i < w.layers.size(); ++i) {
-        LayerWeights& L = w.layers[i];
-        LayerWeights* G = g ? &g->layers[i] : nullptr;
-        const std::string p = "model.layers." + std::to_string(i) + ".";
-        vec(p + "input_layernorm.weight", L.input_layernorm, G ? &G->input_layernorm : nullptr);
-        mat(p + "self_attn.q_proj.weight", L.q_proj, G ? &G->q_proj : nullptr);
-        vec(p + "self_attn.q_proj.bias", L.q_bias, G ? &G->q_bias : nullptr);
-        mat(p + "self_attn.k_proj.weight", L.k_proj, G ? &G->k_proj : nullptr);
-        vec(p + "self_attn.k_proj.bias", L.k_bias, G ? &G->k_bias : nullptr);
-        mat(p + "self_attn.v_proj.weight", L.v_proj, G ? &G->v_proj : nullptr);
-        vec(p + "self_attn.v_proj.bias", L.v_bias, G ? &G->v_bias : nullptr);
-        mat(p + "self_attn.o_proj.weight", L.o_proj, G ? &G->o_proj : nullptr);
-        vec(p + "post_attention_layernorm.weight", L.post_attention_layernorm,
-            G ? &G->post_attention_layernorm : nullptr);
-        mat(p + "mlp.gate_proj.weight", L.gate_proj, G ? &G->gate_proj : nullptr);
-        mat(p + "mlp.up_proj.weight", L.up_proj, G ? &G->up_proj : nullptr);
-        mat(p + "mlp.down_proj.weight", L.down_proj, G ? &G->down_proj : nullptr);
+    for (const TensorSpec& spec : qwen2_tensor_table(w.config)) {
+        if (Matrix* m = spec.matrix(w)) {
+            if (m->type != WeightType::f32)
+                fail("parameter '", spec.hf_name, "': full-parameter mode needs FP32 weights, got BF16");
+            list.push_back({spec.hf_name, {m->rows, m->cols}, m->f.data(), g ? spec.matrix(*g)->f.data() : nullptr});
+        } else {
+            std::vector<float>& v = *spec.vector(w);
+            list.push_back(
+                {spec.hf_name, {static_cast<int64_t>(v.size())}, v.data(), g ? spec.vector(*g)->data() : nullptr});
+        }
     }
-    vec("model.norm.weight", w.norm, g ? &g->norm : nullptr);
-    if (!w.config.tie_word_embeddings) mat("lm_head.weight", w.lm_head, g ? &g->lm_head : nullptr);
     return list;
 }
 

@@ -110,6 +110,12 @@ public:
     // The weights and adapters are borrowed and must outlive the model.
     // lora may be nullptr; its gradients accumulate in backward().
     explicit Qwen2(const Qwen2Weights& weights, LoraAdapters* lora = nullptr);
+    // A temporary would be gone before the first forward.
+    Qwen2(Qwen2Weights&&, LoraAdapters* = nullptr) = delete;
+    // Neither copied nor moved: a Scorer (scoring.h) holds a reference to
+    // its model, and the model to weights and adapters it does not own.
+    Qwen2(const Qwen2&) = delete;
+    Qwen2& operator=(const Qwen2&) = delete;
     // Full-parameter mode: backward() also accumulates the gradient of every
     // weight into *grads (from qwen2_grads_like of the FP32 masters). The
     // model's own weights are those masters, or their qwen2_bf16_copy

@@ -75,6 +75,8 @@ std::vector<int64_t> last_response_positions(const ScoringBatch& batch);  // (B)
 class Scorer {
 public:
     explicit Scorer(Qwen2& model) : model_(model) {}
+    Scorer(const Scorer&) = delete;  // one scorer per model: the kept logits belong to its last forward
+    Scorer& operator=(const Scorer&) = delete;
 
     void response_logprobs(const ScoringBatch& batch, float* logp, bool for_backward = false);  // (B, T)
     void response_logprobs_backward(const ScoringBatch& batch, const float* dlogp);              // (B, T)

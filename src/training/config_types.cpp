@@ -1,5 +1,7 @@
 #include "training/config_types.h"
 
+#include "model/tensor_table.h"
+
 #include <cmath>
 #include <sstream>
 #include <type_traits>
@@ -67,8 +69,7 @@ FieldCheck subset_of(std::vector<std::string> names) {
 }  // namespace field
 
 const std::vector<std::string>& lora_target_names() {
-    static const std::vector<std::string> names = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                                   "gate_proj", "up_proj", "down_proj"};
+    static const std::vector<std::string> names = projection_names();  // the one list (model/tensor_table.h)
     return names;
 }
 

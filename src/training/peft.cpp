@@ -16,10 +16,6 @@ namespace {
 
 const std::string kPrefix = "base_model.model.";
 const std::string kSuffix = ".weight";
-const std::map<std::string, std::string> kModuleOf = {{"q_proj", "self_attn"}, {"k_proj", "self_attn"},
-                                                      {"v_proj", "self_attn"}, {"o_proj", "self_attn"},
-                                                      {"gate_proj", "mlp"},    {"up_proj", "mlp"},
-                                                      {"down_proj", "mlp"}};
 
 struct LoraName {
     int64_t layer;
@@ -32,8 +28,8 @@ std::optional<LoraName> parse_lora_name(const std::string& name) {
     static const std::regex re(R"(^model\.layers\.(\d{1,6})\.(self_attn|mlp)\.([a-z_]+)\.lora_([AB])$)");
     std::smatch m;
     if (!std::regex_match(name, m, re)) return std::nullopt;
-    auto it = kModuleOf.find(m[3].str());
-    if (it == kModuleOf.end() || it->second != m[2].str()) return std::nullopt;
+    const std::optional<Proj> proj = find_projection(m[3].str());
+    if (!proj || proj_module(*proj) != m[2].str()) return std::nullopt;
     return LoraName{std::stoll(m[1].str()), m[2].str(), m[3].str(), m[4].str()[0]};
 }
 
@@ -153,7 +149,7 @@ PeftAdapter read_peft(const fs::path& dir) {
     out.info.targets.clear();
     for (const json& t : targets) {
         if (!t.is_string()) fail(cwhere, ": field 'target_modules' must hold strings, got ", t.dump());
-        if (!kModuleOf.count(t.get<std::string>()))
+        if (!find_projection(t.get<std::string>()))
             fail(cwhere, ": target module '", t.get<std::string>(), "' is not a Qwen2 projection (q/k/v/o/gate/up/down_proj)");
         out.info.targets.push_back(t.get<std::string>());
     }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/param.h"
+#include "model/tensor_table.h"
 #include "training/tensors.h"
 #include "util/fileio.h"
 #include "util/json.h"
@@ -26,7 +27,7 @@ struct PeftInfo {
     int64_t rank = 8;          // r
     double alpha = 16.0;       // lora_alpha
     double dropout = 0.0;      // lora_dropout
-    std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    std::vector<std::string> targets = projection_names();  // target_modules: every projection
     std::string base_model;    // base_model_name_or_path
     std::string revision;      // "" → null
 };

@@ -13,7 +13,7 @@
 
 #include "data/rubric.h"
 #include "kernels/lm_head.h"
-#include "model/checkpoint.h"
+#include "model/hf_folder.h"
 #include "model/config.h"
 #include "model/generate.h"
 #include "model/init.h"

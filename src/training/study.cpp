@@ -2,8 +2,8 @@
 
 #include <sys/resource.h>
 
-#include "kernels/matmul_backend.h"
-#include "model/checkpoint.h"
+#include "model/hf_folder.h"
+#include "model/tensor_table.h"
 #include "tokenizer/chat.h"
 #include "training/identity.h"
 #include "training/study_config.h"
@@ -86,37 +86,11 @@ Study Study::open(const json& config, const fs::path& run_root, const std::optio
     s.model_sha256 = checkpoint_sha256(s.model_dir);
     s.base_identity = base_frozen_identity(s.base);
     s.code_sha256 = running_binary_sha256();
-    s.frozen_layouts_ = FrozenBaseLayouts(s.base);  // vectors keep their buffers when `s` moves
+    // oneDNN reads the base's matrices from copies prepacked once per layout
+    // instead of repacking them on every product (BENCHMARKS.md: 10–45 % per
+    // large product); the copies belong to the matrices and move with `s`.
+    freeze_base_matrices(s.base);
     return s;
-}
-
-FrozenBaseLayouts::FrozenBaseLayouts(const Qwen2Weights& w) {
-    auto add = [&](const Matrix& m) {
-        if (m.type != WeightType::bf16) return;
-        matmul_freeze(m.view());
-        registered_.push_back(m.view().data);
-    };
-    for (const LayerWeights& l : w.layers)
-        for (const Matrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
-            add(*m);
-    add(w.output_matrix());
-}
-
-FrozenBaseLayouts::FrozenBaseLayouts(FrozenBaseLayouts&& other) noexcept : registered_(std::move(other.registered_)) {
-    other.registered_.clear();
-}
-
-FrozenBaseLayouts& FrozenBaseLayouts::operator=(FrozenBaseLayouts&& other) noexcept {
-    if (this != &other) {
-        for (const void* p : registered_) matmul_unfreeze(p);
-        registered_ = std::move(other.registered_);
-        other.registered_.clear();
-    }
-    return *this;
-}
-
-FrozenBaseLayouts::~FrozenBaseLayouts() {
-    for (const void* p : registered_) matmul_unfreeze(p);
 }
 
 std::vector<int32_t> Study::encode_prompt(const std::string& user_text) const {

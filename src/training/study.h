@@ -26,32 +26,12 @@ enum class StageScope {
     all,    // scoring, exercise, report
 };
 
-// The frozen base's BF16 matrices registered with matmul_freeze
-// (kernels/matmul_backend.h) for as long as this object lives: oneDNN then
-// reads a copy prepacked once per layout instead of repacking the row-major
-// weight on every product (BENCHMARKS.md: 10–45 % per large product).
-// Costs one more copy of each matrix per layout used. Move-only, so exactly
-// one owner unregisters; the weights must not change or move meanwhile.
-class FrozenBaseLayouts {
-public:
-    FrozenBaseLayouts() = default;
-    explicit FrozenBaseLayouts(const Qwen2Weights& weights);
-    FrozenBaseLayouts(FrozenBaseLayouts&& other) noexcept;
-    FrozenBaseLayouts& operator=(FrozenBaseLayouts&& other) noexcept;
-    FrozenBaseLayouts(const FrozenBaseLayouts&) = delete;
-    FrozenBaseLayouts& operator=(const FrozenBaseLayouts&) = delete;
-    ~FrozenBaseLayouts();
-
-private:
-    std::vector<const void*> registered_;
-};
-
 struct Study {
     json config;                  // effective config (preset + files + --set)
     StudyConfig cfg;              // the same, parsed once (config_types.h)
     RunLayout run;
     fs::path model_dir;           // the base checkpoint folder
-    Qwen2Weights base;            // frozen BF16 base (shared read-only by every role)
+    Qwen2Weights base;            // frozen BF16 base (shared read-only by every role; its matrices prepacked)
     int32_t eos_id = -1;          // only this id ends a response
     int32_t pad_id = -1;
     ScoringLimits limits;
@@ -87,7 +67,6 @@ struct Study {
 private:
     std::optional<GuardedReader> reader_;
     std::optional<Tokenizer> tokenizer_;
-    FrozenBaseLayouts frozen_layouts_;  // after `base`: unregistered before it is freed
 };
 
 // The frozen identity of a model's base tensors (names of the Hugging Face

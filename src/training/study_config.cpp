@@ -4,7 +4,6 @@
 #include <map>
 
 #include "training/config_types.h"
-
 #include "util/error.h"
 #include "util/sha256.h"
 

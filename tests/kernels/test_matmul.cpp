@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -358,34 +359,56 @@ TEST(Matmul, ConcurrentCallersGetTheirOwnResults) {
 
 // Frozen (prepacked) weights: same results as the reference, for both
 // products that read them, at several row counts (layouts may differ per M);
-// after unfreeze a changed weight is read afresh.
+// a PrepackedWeight is used only by views of the very weight it was made for.
 TEST(Matmul, FrozenWeightsGiveTheReferenceResults) {
     Philox rng(7, 0);
     const int64_t N = 200, K = 300;
     TestWeight W = integer_weight(WeightType::bf16, N, K, 2, rng);
-    const int64_t before = matmul_frozen_bytes();
-    matmul_freeze(W.view());
+    auto packed = std::make_unique<PrepackedWeight>(W.view());
+    WeightView frozen = W.view();
+    frozen.prepacked = packed.get();
+    EXPECT_TRUE(packed->matches(frozen));
+    EXPECT_EQ(packed->bytes(), 0);
     for (int64_t M : {1, 9, 64, 128, 300}) {
         std::vector<float> X = exact_inputs(WeightType::bf16, M * K, rng);   // (M, K)
         std::vector<float> dY = exact_inputs(WeightType::bf16, M * N, rng);  // (M, N)
         std::vector<float> want(M * N), got(M * N), wantx(M * K), gotx(M * K);
         linear_forward_reference(want.data(), X.data(), W.view(), M);
-        linear_forward(got.data(), X.data(), W.view(), M);
+        linear_forward(got.data(), X.data(), frozen, M);
         ASSERT_TRUE(same_bits(got, want, N)) << "frozen forward M=" << M;
         linear_backward_input_reference(wantx.data(), dY.data(), W.view(), M);
-        linear_backward_input(gotx.data(), dY.data(), W.view(), M);
+        linear_backward_input(gotx.data(), dY.data(), frozen, M);
         ASSERT_TRUE(same_bits(gotx, wantx, K)) << "frozen backward_input M=" << M;
     }
-    EXPECT_GT(matmul_frozen_bytes(), before) << "no packed copy was made: the frozen path did not run";
-    matmul_unfreeze(W.b.data());
-    EXPECT_EQ(matmul_frozen_bytes(), before);
-    // Changed in place after unfreeze: the new values are used.
-    for (auto& b : W.b) b = float_to_bf16(-bf16_to_float(b) + 1.f);
+    EXPECT_GT(packed->bytes(), 0) << "no packed copy was made: the frozen path did not run";
+    // A view of other data, or of other dimensions, does not match: never read packed.
+    TestWeight other = integer_weight(WeightType::bf16, N, K, 2, rng);
+    WeightView foreign = other.view();
+    foreign.prepacked = packed.get();
+    EXPECT_FALSE(packed->matches(foreign));
+    WeightView fewer = frozen;
+    fewer.rows = N / 2;
+    EXPECT_FALSE(packed->matches(fewer));
     std::vector<float> X = exact_inputs(WeightType::bf16, 128 * K, rng);
     std::vector<float> want(128 * N), got(128 * N);
+    linear_forward_reference(want.data(), X.data(), other.view(), 128);
+    linear_forward(got.data(), X.data(), foreign, 128);
+    ASSERT_TRUE(same_bits(got, want, N)) << "a foreign weight read through a stale prepacked copy";
+    // After the copies are gone a changed weight is read afresh.
+    packed.reset();
+    for (auto& b : W.b) b = float_to_bf16(-bf16_to_float(b) + 1.f);
     linear_forward_reference(want.data(), X.data(), W.view(), 128);
     linear_forward(got.data(), X.data(), W.view(), 128);
-    ASSERT_TRUE(same_bits(got, want, N)) << "after unfreeze";
+    ASSERT_TRUE(same_bits(got, want, N)) << "after the prepacked copies were dropped";
+}
+
+TEST(Matmul, PrepackedWeightRefusesWhatItCannotPack) {
+    std::vector<float> f(6, 1.f);
+    std::vector<bf16> b(6);
+    EXPECT_THROW(PrepackedWeight(WeightView{WeightType::f32, f.data(), 2, 3}), Error);
+    EXPECT_THROW(PrepackedWeight(WeightView{WeightType::bf16, nullptr, 2, 3}), Error);
+    EXPECT_THROW(PrepackedWeight(WeightView{WeightType::bf16, b.data(), 0, 3}), Error);
+    EXPECT_NO_THROW(PrepackedWeight(WeightView{WeightType::bf16, b.data(), 2, 3}));
 }
 
 TEST(Matmul, EmptySumIsZeroOrKeepsAccumulator) {

@@ -13,7 +13,7 @@
 #include <map>
 #include <set>
 
-#include "model/checkpoint.h"
+#include "model/hf_folder.h"
 #include "model/init.h"
 #include "model/safetensors.h"
 #include "util/error.h"

@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "model/checkpoint.h"
+#include "model/hf_folder.h"
 #include "model/scoring.h"
 #include "support/test_support.h"
 #include "test_qwen2_common.h"

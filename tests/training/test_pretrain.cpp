@@ -11,7 +11,7 @@
 
 #include "data/corpus.h"
 #include "data/rubric.h"
-#include "model/checkpoint.h"
+#include "model/hf_folder.h"
 #include "model/init.h"
 #include "tokenizer/bpe_train.h"
 #include "tokenizer/chat.h"

@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "model/checkpoint.h"
+#include "model/hf_folder.h"
 #include "tokenizer/tokenizer.h"
 #include "util/json.h"
 #include "support/test_support.h"

@@ -1,4 +1,4 @@
-#include "model/checkpoint.h"
+#include "model/hf_folder.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -15,75 +15,11 @@
 #include <set>
 
 #include "model/safetensors.h"
+#include "model/tensor_table.h"
 #include "util/error.h"
 #include "util/sha256.h"
 
 namespace ppolab {
-
-// ---------------------------------------------------------------- the table
-
-Matrix* TensorSpec::matrix(Qwen2Weights& w) const {
-    if (layer_matrix) return &(w.layers[static_cast<size_t>(layer)].*layer_matrix);
-    if (model_matrix) return &(w.*model_matrix);
-    return nullptr;
-}
-const Matrix* TensorSpec::matrix(const Qwen2Weights& w) const {
-    return matrix(const_cast<Qwen2Weights&>(w));
-}
-std::vector<float>* TensorSpec::vector(Qwen2Weights& w) const {
-    if (layer_vector) return &(w.layers[static_cast<size_t>(layer)].*layer_vector);
-    if (model_vector) return &(w.*model_vector);
-    return nullptr;
-}
-const std::vector<float>* TensorSpec::vector(const Qwen2Weights& w) const {
-    return vector(const_cast<Qwen2Weights&>(w));
-}
-int64_t TensorSpec::numel() const {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n;
-}
-
-std::vector<TensorSpec> qwen2_tensor_table(const Qwen2Config& c) {
-    const int64_t V = c.vocab_size, H = c.hidden_size, I = c.intermediate_size, Q = c.q_dim(), KV = c.kv_dim();
-    std::vector<TensorSpec> t;
-    auto model_matrix = [&](const char* name, Matrix Qwen2Weights::*field, int64_t rows, int64_t cols) {
-        TensorSpec s{name, {rows, cols}};
-        s.model_matrix = field;
-        t.push_back(std::move(s));
-    };
-    model_matrix("model.embed_tokens.weight", &Qwen2Weights::embed_tokens, V, H);
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-        const std::string p = "model.layers." + std::to_string(l) + ".";
-        auto mat = [&](const char* name, Matrix LayerWeights::*field, int64_t rows, int64_t cols) {
-            TensorSpec s{p + name, {rows, cols}, l};
-            s.layer_matrix = field;
-            t.push_back(std::move(s));
-        };
-        auto vec = [&](const char* name, std::vector<float> LayerWeights::*field, int64_t n) {
-            TensorSpec s{p + name, {n}, l};
-            s.layer_vector = field;
-            t.push_back(std::move(s));
-        };
-        vec("input_layernorm.weight", &LayerWeights::input_layernorm, H);
-        mat("self_attn.q_proj.weight", &LayerWeights::q_proj, Q, H);
-        vec("self_attn.q_proj.bias", &LayerWeights::q_bias, Q);
-        mat("self_attn.k_proj.weight", &LayerWeights::k_proj, KV, H);
-        vec("self_attn.k_proj.bias", &LayerWeights::k_bias, KV);
-        mat("self_attn.v_proj.weight", &LayerWeights::v_proj, KV, H);
-        vec("self_attn.v_proj.bias", &LayerWeights::v_bias, KV);
-        mat("self_attn.o_proj.weight", &LayerWeights::o_proj, H, Q);
-        vec("post_attention_layernorm.weight", &LayerWeights::post_attention_layernorm, H);
-        mat("mlp.gate_proj.weight", &LayerWeights::gate_proj, I, H);
-        mat("mlp.up_proj.weight", &LayerWeights::up_proj, I, H);
-        mat("mlp.down_proj.weight", &LayerWeights::down_proj, H, I);
-    }
-    TensorSpec norm{"model.norm.weight", {H}};
-    norm.model_vector = &Qwen2Weights::norm;
-    t.push_back(std::move(norm));
-    if (!c.tie_word_embeddings) model_matrix("lm_head.weight", &Qwen2Weights::lm_head, V, H);
-    return t;
-}
 
 // ---------------------------------------------------------------- loading
 
@@ -347,10 +283,8 @@ void save_checkpoint(const fs::path& dir_in, const Qwen2Weights& w, const fs::pa
 
     // Every field checked against the table before anything is written;
     // FP32 fields rounded to BF16 into buffers that live until the write.
+    check_layer_count(w, "save_checkpoint '" + dir.string() + "'");
     const std::vector<TensorSpec> table = qwen2_tensor_table(w.config);
-    if (static_cast<int64_t>(w.layers.size()) != w.config.num_hidden_layers)
-        fail("save_checkpoint '", dir.string(), "': weights have ", w.layers.size(), " layers; config says ",
-             w.config.num_hidden_layers);
     std::list<std::vector<bf16>> rounded;
     std::vector<TensorToWrite> tensors;
     for (const TensorSpec& spec : table) {

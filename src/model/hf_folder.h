@@ -1,10 +1,10 @@
-// checkpoint.h — Hugging Face checkpoint folders: config.json plus
+// hf_folder.h — Hugging Face model folders: config.json plus
 // model.safetensors (or model.safetensors.index.json and its shards), the
-// tokenizer files and generation_config.json.
+// tokenizer files and generation_config.json. (Not the periodic crash
+// checkpoints of training: those are training's.)
 //
-// The architecture is data: qwen2_tensor_table lists every checkpoint
-// tensor with its shape and the Qwen2Weights field it fills; loading and
-// saving both walk that one table.
+// Loading and saving walk qwen2_tensor_table (model/tensor_table.h), the
+// one list of the tensors of a Qwen2 model with their shapes and fields.
 //
 // Loading rules:
 //   * every tensor of the table is present with exactly its shape;
@@ -22,31 +22,12 @@
 #include <string>
 #include <vector>
 
+#include "model/tensor_table.h"
 #include "model/weights.h"
 #include "util/fileio.h"
 #include "util/json.h"
 
 namespace ppolab {
-
-struct TensorSpec {
-    std::string hf_name;         // "model.layers.3.self_attn.q_proj.weight"
-    std::vector<int64_t> shape;  // [rows, cols] for a matrix, [n] for a norm or bias
-    int64_t layer = -1;          // index into Qwen2Weights::layers; -1 for model-level tensors
-    // Exactly one of these four is set: the field the tensor fills.
-    Matrix LayerWeights::*layer_matrix = nullptr;
-    std::vector<float> LayerWeights::*layer_vector = nullptr;
-    Matrix Qwen2Weights::*model_matrix = nullptr;
-    std::vector<float> Qwen2Weights::*model_vector = nullptr;
-
-    bool is_matrix() const { return layer_matrix || model_matrix; }
-    Matrix* matrix(Qwen2Weights& w) const;  // nullptr for a vector
-    const Matrix* matrix(const Qwen2Weights& w) const;
-    std::vector<float>* vector(Qwen2Weights& w) const;  // nullptr for a matrix
-    const std::vector<float>* vector(const Qwen2Weights& w) const;
-    int64_t numel() const;
-};
-
-std::vector<TensorSpec> qwen2_tensor_table(const Qwen2Config& config);  // THE name table
 
 // config.json + model.safetensors or model.safetensors.index.json shards.
 Qwen2Weights load_checkpoint(const fs::path& dir, WeightType matrices = WeightType::bf16);
