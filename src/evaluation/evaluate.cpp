@@ -32,6 +32,30 @@ std::vector<float> response_slice(const ScoringBatch& b, const std::vector<float
     return out;
 }
 
+// The reader's roots as recorded in a generations identity: relative to the
+// run folder when inside it ("corpus/eval", "sft"), absolute otherwise (a
+// --model outside the run), so the record does not depend on where the run is.
+json run_relative_roots(const GuardedReader& reader, const RunLayout& run) {
+    const fs::path root = fs::weakly_canonical(fs::absolute(run.root));
+    json out = json::array();
+    for (const fs::path& r : reader.roots()) {
+        const fs::path rel = fs::weakly_canonical(fs::absolute(r)).lexically_relative(root);
+        const bool inside = !rel.empty() && *rel.begin() != "..";
+        out.push_back(inside ? rel.generic_string() : r.string());
+    }
+    return out;
+}
+
+// Records one step's durations in the timings file (read, updated, replaced).
+void record_timings(const RunLayout& run, EvalSet set, const std::string& step, const json& seconds) {
+    const fs::path path = timings_path(run, set);
+    json timings = fs::exists(path) ? read_json_file(path) : json::object();
+    if (!timings.is_object()) fail(path.string(), ": expected a JSON object of durations, got ", timings.type_name());
+    timings[step] = seconds;
+    fs::create_directories(path.parent_path());
+    write_json_atomic(path, timings, Overwrite::replace);
+}
+
 }  // namespace
 
 EvalSet parse_eval_set(std::string_view text) {
@@ -67,6 +91,7 @@ fs::path scored_path(const RunLayout& run, EvalSet set, const std::string& polic
     return run.eval() / (prefix(set) + policy + "-scored.json");
 }
 fs::path metrics_path(const RunLayout& run, EvalSet set) { return run.eval() / (prefix(set) + "metrics.json"); }
+fs::path timings_path(const RunLayout& run, EvalSet set) { return run.eval() / (prefix(set) + "timings.json"); }
 
 std::vector<fs::path> evaluation_outputs(const RunLayout& run, EvalSet set) {
     std::vector<fs::path> out;
@@ -74,6 +99,7 @@ std::vector<fs::path> evaluation_outputs(const RunLayout& run, EvalSet set) {
         out.push_back(generations_path(run, set, p));
         out.push_back(scored_path(run, set, p));
     }
+    out.push_back(timings_path(run, set));
     out.push_back(metrics_path(run, set));
     return out;
 }
@@ -152,9 +178,7 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
                               {"eos_id", gen.eos_id},
                               {"pad_id", gen.pad_id},
                               {"rows_per_forward", 1}};
-    json roots = json::array();
-    for (const fs::path& r : s.reader().roots()) roots.push_back(r.string());
-    identity["readable_roots"] = roots;
+    identity["readable_roots"] = run_relative_roots(s.reader(), s.run);
 
     // A policy whose generations a killed evaluation already finished is kept
     // (same identity), never regenerated; a different one is refused.
@@ -278,12 +302,13 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
                  }()},
                 {"repeated_generations_identical", true},
                 {"labels_read", false},
-                {"generation_seconds", generation_seconds},
-                {"scoring_seconds", scoring_seconds},
-                {"seconds", since(started)},
                 {"rows_detail", jrows}};
     fs::create_directories(out.parent_path());
     write_json_atomic(out, result);
+    record_timings(s.run, set, policy,
+                   {{"generation_seconds", generation_seconds},
+                    {"scoring_seconds", scoring_seconds},
+                    {"seconds", since(started)}});
     remove_checkpoint(checkpoint);
     return result;
 }
@@ -346,7 +371,7 @@ json evaluate_score(const Study& s, EvalSet set) {
         "Rubric verdicts come from the reserved rubric of a simulated signal (OfficeHelpPrefs-v1), not from human "
         "feedback; the learned reward is the frozen judge's score, not human satisfaction. Rows and unique contexts "
         "are kept apart: the 4 probe rows of a context are one independent case.";
-    metrics_out["seconds"] = since(started);
+    record_timings(s.run, set, "score", {{"seconds", since(started)}});
     write_json_atomic(metrics_path(s.run, set), metrics_out);
     return metrics_out;
 }
