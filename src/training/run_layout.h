@@ -50,6 +50,11 @@ struct RunLayout {
     std::filesystem::path feedback_labels() const { return stage("reward") / "feedback.json"; }
     std::filesystem::path feedback_test() const { return root / "feedback" / "test_votes.json"; }
     std::filesystem::path vote_test() const { return stage("reward") / "vote-test.json"; }
+    std::filesystem::path pretrain_report() const { return base() / "pretrain.json"; }
+    std::filesystem::path reward_test() const { return stage("reward") / "reward-test.json"; }
+    std::filesystem::path rollouts(const std::string& mode) const { return stage("ppo") / "rollouts" / mode; }
+    std::filesystem::path exercise() const { return root / "exercise.json"; }
+    std::filesystem::path run_state() const { return root / "run-state.json"; }
     std::filesystem::path results() const { return root / "results.json"; }
     std::filesystem::path report_html() const { return root / "report.html"; }
 };
