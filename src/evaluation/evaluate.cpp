@@ -130,6 +130,64 @@ fs::path generations_checkpoint_path(const RunLayout& run, EvalSet set, const st
     return run.eval() / "checkpoints" / (prefix(set) + policy + "-generations.json");
 }
 
+namespace {
+
+// What a policy's generations depend on: the study, the population and its
+// corpus files, the policy, reference and judge, the decoding, the reader's roots.
+json generation_identity(const Study& s, EvalSet set, const std::string& policy, const std::string& actor_identity,
+                         bool have_reference, const std::string& reference_identity, const std::string& judge_identity,
+                         const GenerationOptions& gen) {
+    json identity = s.identity();
+    identity["stage"] = "evaluate-generate";
+    identity["population"] = eval_set_name(set);
+    identity["policy"] = policy;
+    identity["policy_learned_identity"] = actor_identity;
+    identity["reference"] = have_reference ? json("sft") : json(nullptr);
+    identity["reference_learned_identity"] = reference_identity;
+    identity["judge_learned_identity"] = judge_identity;
+    const Manifest manifest = load_manifest(s.reader(), s.run.corpus());
+    json data = json::object();
+    for (const char* f : set == EvalSet::validation
+                             ? std::vector<const char*>{"learn/validation_pairs.jsonl"}
+                             : std::vector<const char*>{"eval/test_prompts.jsonl", "eval/probe_prompts.jsonl"})
+        data[f] = manifest.files.at(f).sha256;
+    identity["data"] = data;
+    identity["generation"] = {{"greedy", true},
+                              {"max_new_tokens", gen.max_new_tokens},
+                              {"eos_id", gen.eos_id},
+                              {"pad_id", gen.pad_id},
+                              {"rows_per_forward", 1}};
+    identity["readable_roots"] = run_relative_roots(s.reader(), s.run);
+    return identity;
+}
+
+// The rows a killed evaluation of this policy had generated (its checkpoint,
+// which must have the same identity) copied into `rows`; returns how many.
+size_t resume_rows(const fs::path& checkpoint, const json& identity, std::vector<EvalRow>& rows,
+                   const std::string& policy) {
+    remove_atomic_temporaries(checkpoint.parent_path());
+    if (!fs::exists(checkpoint)) return 0;
+    const json ck = read_json_file(checkpoint);
+    const std::string where = checkpoint.string();
+    const std::string d = json_first_difference(json_field(ck, "identity", where), identity, "identity");
+    if (!d.empty())
+        fail(where, ": this checkpoint belongs to a different evaluation (", d, "); remove it to start this policy over");
+    const json& done = json_field(ck, "rows_detail", where);
+    if (!done.is_array() || done.size() > rows.size())
+        fail(where, ": field 'rows_detail' does not fit the ", rows.size(), " prompts");
+    for (size_t i = 0; i < done.size(); ++i) {
+        EvalRow r = eval_row_from_json(done[i], where);
+        if (r.id != rows[i].id || r.prompt != rows[i].prompt)
+            fail(where, ": row ", i, " is ", r.id, "; the corpus has ", rows[i].id);
+        rows[i] = std::move(r);
+    }
+    std::fprintf(stderr, "evaluate %s: continuing from checkpoint %s (%zu of %zu rows generated)\n", policy.c_str(),
+                 where.c_str(), done.size(), rows.size());
+    return done.size();
+}
+
+}  // namespace
+
 json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     const fs::path out = generations_path(s.run, set, policy);
     const fs::path checkpoint = generations_checkpoint_path(s.run, set, policy);
@@ -158,27 +216,8 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     gen.greedy = true;
     Philox unused_rng(0, 0);  // greedy decoding draws nothing
 
-    json identity = s.identity();
-    identity["stage"] = "evaluate-generate";
-    identity["population"] = eval_set_name(set);
-    identity["policy"] = policy;
-    identity["policy_learned_identity"] = actor_identity;
-    identity["reference"] = reference ? json("sft") : json(nullptr);
-    identity["reference_learned_identity"] = reference_identity;
-    identity["judge_learned_identity"] = judge_identity;
-    const Manifest manifest = load_manifest(s.reader(), s.run.corpus());
-    json data = json::object();
-    for (const char* f : set == EvalSet::validation
-                             ? std::vector<const char*>{"learn/validation_pairs.jsonl"}
-                             : std::vector<const char*>{"eval/test_prompts.jsonl", "eval/probe_prompts.jsonl"})
-        data[f] = manifest.files.at(f).sha256;
-    identity["data"] = data;
-    identity["generation"] = {{"greedy", true},
-                              {"max_new_tokens", gen.max_new_tokens},
-                              {"eos_id", gen.eos_id},
-                              {"pad_id", gen.pad_id},
-                              {"rows_per_forward", 1}};
-    identity["readable_roots"] = run_relative_roots(s.reader(), s.run);
+    const json identity = generation_identity(s, set, policy, actor_identity, reference.has_value(), reference_identity,
+                                              judge_identity, gen);
 
     // A policy whose generations a killed evaluation already finished is kept
     // (same identity), never regenerated; a different one is refused.
@@ -197,29 +236,7 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     // rows. Greedy, one row per forward: a row does not depend on the others,
     // so a restarted evaluation gives the same rows.
     const int64_t every = config_int(s.config, "checkpoint.every_rows");
-    size_t first_row = 0;
-    if (std::optional<json> ck = [&]() -> std::optional<json> {
-            remove_atomic_temporaries(checkpoint.parent_path());
-            if (!fs::exists(checkpoint)) return std::nullopt;
-            return read_json_file(checkpoint);
-        }()) {
-        const std::string where = checkpoint.string();
-        const std::string d = json_first_difference(json_field(*ck, "identity", where), identity, "identity");
-        if (!d.empty())
-            fail(where, ": this checkpoint belongs to a different evaluation (", d,
-                 "); remove it to start this policy over");
-        const json& done = json_field(*ck, "rows_detail", where);
-        if (!done.is_array() || done.size() > rows.size()) fail(where, ": field 'rows_detail' does not fit the ", rows.size(), " prompts");
-        for (size_t i = 0; i < done.size(); ++i) {
-            EvalRow r = eval_row_from_json(done[i], where);
-            if (r.id != rows[i].id || r.prompt != rows[i].prompt)
-                fail(where, ": row ", i, " is ", r.id, "; the corpus has ", rows[i].id);
-            rows[i] = std::move(r);
-        }
-        first_row = done.size();
-        std::fprintf(stderr, "evaluate %s: continuing from checkpoint %s (%zu of %zu rows generated)\n", policy.c_str(),
-                     where.c_str(), first_row, rows.size());
-    }
+    const size_t first_row = resume_rows(checkpoint, identity, rows, policy);
     auto save_rows = [&](size_t n) {
         json done = json::array();
         for (size_t i = 0; i < n; ++i) done.push_back(json::parse(eval_row_to_json(rows[i]).dump()));
@@ -289,7 +306,6 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     if (reference && reference->learned_identity() != reference_identity) fail("evaluate: the reference changed");
     if (judge && judge->learned_identity() != judge_identity) fail("evaluate: the judge changed while scoring");
     if (base_frozen_identity(s.base) != s.base_identity) fail("evaluate: the frozen base changed");
-
 
     json jrows = json::array();
     for (const EvalRow& r : rows) jrows.push_back(json::parse(eval_row_to_json(r).dump()));
