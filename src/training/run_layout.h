@@ -20,8 +20,9 @@
 //   RUN/feedback/test_votes.json  the held-out test votes (outside learn/ scopes)
 //   RUN/ppo/rollouts/          every rollout with its per-token table
 //   RUN/ppo/metrics.jsonl      per-iteration metrics (TRL names)
-//   RUN/eval/                  evaluate: generations and rubric verdicts
-//                              (checkpoints/: rows generated so far, while it runs)
+//   RUN/eval/                  evaluate: generations and rubric verdicts, no
+//                              durations (timings.json holds them; checkpoints/:
+//                              rows generated so far, while it runs)
 //   RUN/exercise.json, RUN/report.html, RUN/results.json
 #pragma once
 #include <filesystem>
