@@ -171,7 +171,8 @@ size_t resume_rows(const fs::path& checkpoint, const json& identity, std::vector
     const std::string where = checkpoint.string();
     const std::string d = json_first_difference(json_field(ck, "identity", where), identity, "identity");
     if (!d.empty())
-        fail(where, ": this checkpoint belongs to a different evaluation (", d, "); remove it to start this policy over");
+        fail(where, ": this checkpoint belongs to a different evaluation (", d,
+             "); remove it to start this policy over");
     const json& done = json_field(ck, "rows_detail", where);
     if (!done.is_array() || done.size() > rows.size())
         fail(where, ": field 'rows_detail' does not fit the ", rows.size(), " prompts");
