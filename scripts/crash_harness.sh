@@ -76,7 +76,7 @@ compare_study() {
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:])
 for x in (a, b):
-    x.pop("identity"); x.pop("seconds")
+    x.pop("identity"); x.pop("seconds", None)  # eval/timings.json holds the durations now
 assert a == b, "evaluation metrics differ"
 PY
   return $status

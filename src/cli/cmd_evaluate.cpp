@@ -1,4 +1,5 @@
 // cmd_evaluate.cpp — `ppolab evaluate` and `ppolab exercise` (SPEC §7).
+#include <chrono>
 #include <cstdio>
 
 #include "cli/command.h"
@@ -40,10 +41,12 @@ int run_evaluate(const Args& args) {
         // Generation: never gold/ (nor learn/ for the held-out set).
         Study study = Study::open(o.config, o.run, o.model, "evaluate-generate", evaluation_generation_scope(set));
         for (const std::string& policy : evaluation_policies(run, set)) {
+            const auto started = std::chrono::steady_clock::now();
             json g = evaluate_generate(study, set, policy);
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
             std::printf("%s: %lld generations over %lld distinct prompts in %.1f s -> %s\n", policy.c_str(),
                         static_cast<long long>(g["rows"].get<int64_t>()),
-                        static_cast<long long>(g["distinct_prompts"].get<int64_t>()), g["seconds"].get<double>(),
+                        static_cast<long long>(g["distinct_prompts"].get<int64_t>()), seconds,
                         generations_path(run, set, policy).c_str());
         }
     }
@@ -67,7 +70,7 @@ int run_exercise_cmd(const Args& args) {
                 static_cast<long long>(s["wrong_polite_outranks_correct_plain_contexts"].get<int64_t>()),
                 s["mean_correct_politeness_delta"].get<double>(), s["mean_incorrect_politeness_delta"].get<double>());
     std::printf("judge and %zu main artefacts unchanged (sha256)\nwrote %s\n", r["artefact_sha256"].size(),
-                (study.run.root / "exercise.json").c_str());
+                study.run.exercise().c_str());
     return 0;
 }
 

@@ -4,6 +4,7 @@
 #include "cli/command.h"
 #include "cli/stage_options.h"
 #include "evaluation/report.h"
+#include "training/run_layout.h"
 #include "util/error.h"
 
 namespace ppolab::cli {
@@ -15,9 +16,9 @@ int run_report(const Args& args) {
     // the report reads only the run folder, and writes into it (holding its
     // lock) unless --out FILE lies elsewhere.
     args.allow_only(with_stage_options({"out"}));
-    const fs::path run = args.get("run", "runs/default");
-    const fs::path out = args.has("out") ? fs::path(args.get("out")) : run / "report.html";
-    const StageOptions o = stage_options(args, path_inside(out, run) ? RunAccess::write : RunAccess::read);
+    const RunLayout run{args.get("run", "runs/default")};
+    const fs::path out = args.has("out") ? fs::path(args.get("out")) : run.report_html();
+    const StageOptions o = stage_options(args, path_inside(out, run.root) ? RunAccess::write : RunAccess::read);
     if (fs::exists(out)) fail("refusing to overwrite ", out.string(), " (report writes it once)");
     write_report(o.run, out);
     std::printf("report: %s\n", out.string().c_str());

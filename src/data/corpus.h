@@ -1,5 +1,8 @@
 // corpus.h — OfficeHelpPrefs-v1 (SPEC §1): generation, audit, the on-disk
-// layout of SPEC §7 and its validated loaders.
+// layout of SPEC §7 and its validated loaders. One interface over one file
+// per section: corpus_config.cpp, corpus_generate.cpp, corpus_audit.cpp,
+// corpus_write.cpp, corpus_read.cpp (and corpus_fields.h, the row and field
+// checks they share).
 //
 // Layout written by corpus_write (every file JSONL, one object per line,
 // fields in a fixed order, byte-identical across runs of the same seed):

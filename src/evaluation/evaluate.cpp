@@ -32,6 +32,30 @@ std::vector<float> response_slice(const ScoringBatch& b, const std::vector<float
     return out;
 }
 
+// The reader's roots as recorded in a generations identity: relative to the
+// run folder when inside it ("corpus/eval", "sft"), absolute otherwise (a
+// --model outside the run), so the record does not depend on where the run is.
+json run_relative_roots(const GuardedReader& reader, const RunLayout& run) {
+    const fs::path root = fs::weakly_canonical(fs::absolute(run.root));
+    json out = json::array();
+    for (const fs::path& r : reader.roots()) {
+        const fs::path rel = fs::weakly_canonical(fs::absolute(r)).lexically_relative(root);
+        const bool inside = !rel.empty() && *rel.begin() != "..";
+        out.push_back(inside ? rel.generic_string() : r.string());
+    }
+    return out;
+}
+
+// Records one step's durations in the timings file (read, updated, replaced).
+void record_timings(const RunLayout& run, EvalSet set, const std::string& step, const json& seconds) {
+    const fs::path path = timings_path(run, set);
+    json timings = fs::exists(path) ? read_json_file(path) : json::object();
+    if (!timings.is_object()) fail(path.string(), ": expected a JSON object of durations, got ", timings.type_name());
+    timings[step] = seconds;
+    fs::create_directories(path.parent_path());
+    write_json_atomic(path, timings, Overwrite::replace);
+}
+
 }  // namespace
 
 EvalSet parse_eval_set(std::string_view text) {
@@ -67,6 +91,7 @@ fs::path scored_path(const RunLayout& run, EvalSet set, const std::string& polic
     return run.eval() / (prefix(set) + policy + "-scored.json");
 }
 fs::path metrics_path(const RunLayout& run, EvalSet set) { return run.eval() / (prefix(set) + "metrics.json"); }
+fs::path timings_path(const RunLayout& run, EvalSet set) { return run.eval() / (prefix(set) + "timings.json"); }
 
 std::vector<fs::path> evaluation_outputs(const RunLayout& run, EvalSet set) {
     std::vector<fs::path> out;
@@ -74,6 +99,7 @@ std::vector<fs::path> evaluation_outputs(const RunLayout& run, EvalSet set) {
         out.push_back(generations_path(run, set, p));
         out.push_back(scored_path(run, set, p));
     }
+    out.push_back(timings_path(run, set));
     out.push_back(metrics_path(run, set));
     return out;
 }
@@ -104,6 +130,65 @@ fs::path generations_checkpoint_path(const RunLayout& run, EvalSet set, const st
     return run.eval() / "checkpoints" / (prefix(set) + policy + "-generations.json");
 }
 
+namespace {
+
+// What a policy's generations depend on: the study, the population and its
+// corpus files, the policy, reference and judge, the decoding, the reader's roots.
+json generation_identity(const Study& s, EvalSet set, const std::string& policy, const std::string& actor_identity,
+                         bool have_reference, const std::string& reference_identity, const std::string& judge_identity,
+                         const GenerationOptions& gen) {
+    json identity = s.identity();
+    identity["stage"] = "evaluate-generate";
+    identity["population"] = eval_set_name(set);
+    identity["policy"] = policy;
+    identity["policy_learned_identity"] = actor_identity;
+    identity["reference"] = have_reference ? json("sft") : json(nullptr);
+    identity["reference_learned_identity"] = reference_identity;
+    identity["judge_learned_identity"] = judge_identity;
+    const Manifest manifest = load_manifest(s.reader(), s.run.corpus());
+    json data = json::object();
+    for (const char* f : set == EvalSet::validation
+                             ? std::vector<const char*>{"learn/validation_pairs.jsonl"}
+                             : std::vector<const char*>{"eval/test_prompts.jsonl", "eval/probe_prompts.jsonl"})
+        data[f] = manifest.files.at(f).sha256;
+    identity["data"] = data;
+    identity["generation"] = {{"greedy", true},
+                              {"max_new_tokens", gen.max_new_tokens},
+                              {"eos_id", gen.eos_id},
+                              {"pad_id", gen.pad_id},
+                              {"rows_per_forward", 1}};
+    identity["readable_roots"] = run_relative_roots(s.reader(), s.run);
+    return identity;
+}
+
+// The rows a killed evaluation of this policy had generated (its checkpoint,
+// which must have the same identity) copied into `rows`; returns how many.
+size_t resume_rows(const fs::path& checkpoint, const json& identity, std::vector<EvalRow>& rows,
+                   const std::string& policy) {
+    remove_atomic_temporaries(checkpoint.parent_path());
+    if (!fs::exists(checkpoint)) return 0;
+    const json ck = read_json_file(checkpoint);
+    const std::string where = checkpoint.string();
+    const std::string d = json_first_difference(json_field(ck, "identity", where), identity, "identity");
+    if (!d.empty())
+        fail(where, ": this checkpoint belongs to a different evaluation (", d,
+             "); remove it to start this policy over");
+    const json& done = json_field(ck, "rows_detail", where);
+    if (!done.is_array() || done.size() > rows.size())
+        fail(where, ": field 'rows_detail' does not fit the ", rows.size(), " prompts");
+    for (size_t i = 0; i < done.size(); ++i) {
+        EvalRow r = eval_row_from_json(done[i], where);
+        if (r.id != rows[i].id || r.prompt != rows[i].prompt)
+            fail(where, ": row ", i, " is ", r.id, "; the corpus has ", rows[i].id);
+        rows[i] = std::move(r);
+    }
+    std::fprintf(stderr, "evaluate %s: continuing from checkpoint %s (%zu of %zu rows generated)\n", policy.c_str(),
+                 where.c_str(), done.size(), rows.size());
+    return done.size();
+}
+
+}  // namespace
+
 json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     const fs::path out = generations_path(s.run, set, policy);
     const fs::path checkpoint = generations_checkpoint_path(s.run, set, policy);
@@ -132,29 +217,8 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     gen.greedy = true;
     Philox unused_rng(0, 0);  // greedy decoding draws nothing
 
-    json identity = s.identity();
-    identity["stage"] = "evaluate-generate";
-    identity["population"] = eval_set_name(set);
-    identity["policy"] = policy;
-    identity["policy_learned_identity"] = actor_identity;
-    identity["reference"] = reference ? json("sft") : json(nullptr);
-    identity["reference_learned_identity"] = reference_identity;
-    identity["judge_learned_identity"] = judge_identity;
-    const Manifest manifest = load_manifest(s.reader(), s.run.corpus());
-    json data = json::object();
-    for (const char* f : set == EvalSet::validation
-                             ? std::vector<const char*>{"learn/validation_pairs.jsonl"}
-                             : std::vector<const char*>{"eval/test_prompts.jsonl", "eval/probe_prompts.jsonl"})
-        data[f] = manifest.files.at(f).sha256;
-    identity["data"] = data;
-    identity["generation"] = {{"greedy", true},
-                              {"max_new_tokens", gen.max_new_tokens},
-                              {"eos_id", gen.eos_id},
-                              {"pad_id", gen.pad_id},
-                              {"rows_per_forward", 1}};
-    json roots = json::array();
-    for (const fs::path& r : s.reader().roots()) roots.push_back(r.string());
-    identity["readable_roots"] = roots;
+    const json identity = generation_identity(s, set, policy, actor_identity, reference.has_value(), reference_identity,
+                                              judge_identity, gen);
 
     // A policy whose generations a killed evaluation already finished is kept
     // (same identity), never regenerated; a different one is refused.
@@ -173,29 +237,7 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     // rows. Greedy, one row per forward: a row does not depend on the others,
     // so a restarted evaluation gives the same rows.
     const int64_t every = s.cfg.checkpoint.every_rows;
-    size_t first_row = 0;
-    if (std::optional<json> ck = [&]() -> std::optional<json> {
-            remove_atomic_temporaries(checkpoint.parent_path());
-            if (!fs::exists(checkpoint)) return std::nullopt;
-            return read_json_file(checkpoint);
-        }()) {
-        const std::string where = checkpoint.string();
-        const std::string d = json_first_difference(json_field(*ck, "identity", where), identity, "identity");
-        if (!d.empty())
-            fail(where, ": this checkpoint belongs to a different evaluation (", d,
-                 "); remove it to start this policy over");
-        const json& done = json_field(*ck, "rows_detail", where);
-        if (!done.is_array() || done.size() > rows.size()) fail(where, ": field 'rows_detail' does not fit the ", rows.size(), " prompts");
-        for (size_t i = 0; i < done.size(); ++i) {
-            EvalRow r = eval_row_from_json(done[i], where);
-            if (r.id != rows[i].id || r.prompt != rows[i].prompt)
-                fail(where, ": row ", i, " is ", r.id, "; the corpus has ", rows[i].id);
-            rows[i] = std::move(r);
-        }
-        first_row = done.size();
-        std::fprintf(stderr, "evaluate %s: continuing from checkpoint %s (%zu of %zu rows generated)\n", policy.c_str(),
-                     where.c_str(), first_row, rows.size());
-    }
+    const size_t first_row = resume_rows(checkpoint, identity, rows, policy);
     auto save_rows = [&](size_t n) {
         json done = json::array();
         for (size_t i = 0; i < n; ++i) done.push_back(json::parse(eval_row_to_json(rows[i]).dump()));
@@ -266,7 +308,6 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     if (judge && judge->learned_identity() != judge_identity) fail("evaluate: the judge changed while scoring");
     if (base_frozen_identity(s.base) != s.base_identity) fail("evaluate: the frozen base changed");
 
-
     json jrows = json::array();
     for (const EvalRow& r : rows) jrows.push_back(json::parse(eval_row_to_json(r).dump()));
     json result{{"identity", identity},
@@ -278,12 +319,13 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
                  }()},
                 {"repeated_generations_identical", true},
                 {"labels_read", false},
-                {"generation_seconds", generation_seconds},
-                {"scoring_seconds", scoring_seconds},
-                {"seconds", since(started)},
                 {"rows_detail", jrows}};
     fs::create_directories(out.parent_path());
     write_json_atomic(out, result);
+    record_timings(s.run, set, policy,
+                   {{"generation_seconds", generation_seconds},
+                    {"scoring_seconds", scoring_seconds},
+                    {"seconds", since(started)}});
     remove_checkpoint(checkpoint);
     return result;
 }
@@ -346,7 +388,7 @@ json evaluate_score(const Study& s, EvalSet set) {
         "Rubric verdicts come from the reserved rubric of a simulated signal (OfficeHelpPrefs-v1), not from human "
         "feedback; the learned reward is the frozen judge's score, not human satisfaction. Rows and unique contexts "
         "are kept apart: the 4 probe rows of a context are one independent case.";
-    metrics_out["seconds"] = since(started);
+    record_timings(s.run, set, "score", {{"seconds", since(started)}});
     write_json_atomic(metrics_path(s.run, set), metrics_out);
     return metrics_out;
 }

@@ -13,6 +13,12 @@
 //      row and writes RUN/eval/<policy>-scored.json and RUN/eval/metrics.json
 //      {policy: {population: metrics}} (see populations.h).
 //
+// Those files hold no durations and no absolute path inside the run (the
+// readable roots are relative to RUN), so the same evaluation in two run
+// folders, or one killed and resumed, writes them byte for byte the same
+// (results.json records their sha256). The durations of both steps go to
+// RUN/eval/timings.json instead.
+//
 // `--population validation` does the same on the 180 validation prompts for
 // development checks, with policies base (no adapters) and sft, into
 // RUN/eval/validation-*.json; its generation reads learn/ (where validation
@@ -44,6 +50,12 @@ std::optional<fs::path> policy_dir(const RunLayout& run, const std::string& poli
 fs::path generations_path(const RunLayout& run, EvalSet set, const std::string& policy);
 fs::path scored_path(const RunLayout& run, EvalSet set, const std::string& policy);
 fs::path metrics_path(const RunLayout& run, EvalSet set);
+// The durations of the evaluation (RUN/eval/[validation-]timings.json):
+// {"<policy>": {generation_seconds, scoring_seconds, seconds}, "score":
+// {seconds}}, each entry written when its step finishes; a policy whose
+// generations a killed evaluation had finished keeps the entry of the
+// process that generated them.
+fs::path timings_path(const RunLayout& run, EvalSet set);
 // Crash safety: the rows generated so far for one policy, every
 // `checkpoint.every_rows` rows (RUN/eval/checkpoints/…-generations.json),
 // removed once the policy's generations file is written.

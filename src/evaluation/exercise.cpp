@@ -143,7 +143,7 @@ static std::string exercise_note(const json& feedback) {
 
 json run_exercise(const Study& s) {
     const auto started = std::chrono::steady_clock::now();
-    const fs::path out = s.run.root / "exercise.json";
+    const fs::path out = s.run.exercise();
     if (fs::exists(out)) fail("refusing to overwrite ", out.string());
     const fs::path judge_file = s.run.final_dir("reward") / "learned.safetensors";
     const ArtefactHashes before = main_artefact_hashes(s.run);

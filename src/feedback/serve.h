@@ -113,7 +113,8 @@ struct HttpResponse {
 // Routes one request (`port`: the port the server listens on, for the Host
 // and Origin checks). Bad requests are answered 4xx with {"error": …}.
 HttpResponse handle_vote_request(VoteSession& session, const HttpRequest& request, int port);
-// The whole page (no external resource).
+// The whole page (no external resource): the bytes of src/feedback/vote_page.html,
+// compiled in at build time (embed_vote_page.cmake).
 const std::string& vote_page_html();
 
 struct ServeOptions {

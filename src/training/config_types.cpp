@@ -1,12 +1,11 @@
 #include "training/config_types.h"
 
-#include "model/tensor_table.h"
-
 #include <cmath>
 #include <sstream>
 #include <type_traits>
 #include <variant>
 
+#include "model/tensor_table.h"
 #include "training/study_config.h"
 #include "util/error.h"
 

@@ -20,8 +20,9 @@
 //   RUN/feedback/test_votes.json  the held-out test votes (outside learn/ scopes)
 //   RUN/ppo/rollouts/<mode>/   iteration-NNN.json: every rollout with its per-token table
 //   RUN/ppo/<mode>.metrics.jsonl  per-iteration metrics (TRL names) of that mode's iterations
-//   RUN/eval/                  evaluate: generations and rubric verdicts
-//                              (checkpoints/: rows generated so far, while it runs)
+//   RUN/eval/                  evaluate: generations and rubric verdicts, no
+//                              durations (timings.json holds them; checkpoints/:
+//                              rows generated so far, while it runs)
 //   RUN/exercise.json, RUN/report.html, RUN/results.json
 #pragma once
 #include <filesystem>
@@ -54,6 +55,10 @@ struct RunLayout {
     std::filesystem::path feedback_labels() const { return stage("reward") / "feedback.json"; }
     std::filesystem::path feedback_test() const { return root / "feedback" / "test_votes.json"; }
     std::filesystem::path vote_test() const { return stage("reward") / "vote-test.json"; }
+    std::filesystem::path pretrain_report() const { return base() / "pretrain.json"; }
+    std::filesystem::path reward_test() const { return stage("reward") / "reward-test.json"; }
+    std::filesystem::path exercise() const { return root / "exercise.json"; }
+    std::filesystem::path run_state() const { return root / "run-state.json"; }
     std::filesystem::path results() const { return root / "results.json"; }
     std::filesystem::path report_html() const { return root / "report.html"; }
 };

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "data/corpus.h"
+#include "data/corpus_fields.h"
 #include "data/rubric.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -380,6 +381,42 @@ TEST(Corpus, ChangedOrCorruptFilesAreDetected) {
         write_json_atomic(dir / "manifest.json", m, Overwrite::replace);
         EXPECT_THROW(verify_corpus(all_reader(dir), dir), Error);
     }
+}
+
+// Digits in ids and family names are tested byte by byte as ASCII: a non-ASCII
+// byte (a negative char) where a digit belongs gets the clear error, never
+// std::isdigit's undefined behaviour.
+TEST(Corpus, NonAsciiBytesAreNeverDigits) {
+    for (int b = 0; b < 256; ++b) {
+        const std::string one(1, static_cast<char>(b));
+        EXPECT_EQ(corpus_detail::is_ascii_digits(one), b >= '0' && b <= '9') << "byte " << b;
+    }
+    EXPECT_FALSE(corpus_detail::is_ascii_digits(""));
+    EXPECT_TRUE(corpus_detail::is_ascii_digits("0123456789"));
+    EXPECT_FALSE(corpus_detail::is_ascii_digits("12\xB3"));  // superscript three in Latin-1
+
+    Corpus bad = corpus();
+    bad.pairs[0].family = "OH\xC3\xA9" "0";  // "OHé0": five bytes, two of them not digits
+    expect_audit_fails(bad, "has family 'OH\xC3\xA9" "0'; expected OH<3 digits>");
+
+    // corpus_load: the variant of a pair id whose suffix is 'é' (the files
+    // re-hashed in the manifest, so only the id itself is wrong).
+    fs::path dir = written("non_ascii_id");
+    std::string pairs = read_file(dir / "learn/train_pairs.jsonl");
+    const std::string id = json::parse(pairs.substr(0, pairs.find('\n')))["id"].get<std::string>();
+    const std::string bad_id = id.substr(0, id.rfind("-P") + 2) + "\xC3\xA9";
+    json m = read_json_file(dir / "manifest.json");
+    for (const char* name : {"learn/train_pairs.jsonl", "gold/labels.jsonl"}) {
+        std::string t = read_file(dir / name);
+        const size_t pos = t.find("\"" + id + "\"");
+        ASSERT_NE(pos, std::string::npos) << name;
+        t.replace(pos + 1, id.size(), bad_id);
+        write_file_atomic(dir / name, t, Overwrite::replace);
+        m["files"][name] = {{"sha256", sha256_hex(t)}, {"bytes", t.size()}};
+    }
+    write_json_atomic(dir / "manifest.json", m, Overwrite::replace);
+    std::string e = message_of([&] { corpus_load(all_reader(dir), dir); });
+    EXPECT_NE(e.find("train_pairs.jsonl: id '" + bad_id + "' must end with '-P<n>'"), std::string::npos) << e;
 }
 
 TEST(Corpus, JsonlParsersNameFileLineAndField) {

@@ -9,11 +9,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/fileio.h"
 #include "util/json.h"
 #include "util/sha256.h"
 #include "support/test_support.h"
@@ -67,6 +69,10 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
     EXPECT_FALSE(fs::exists(run / "eval" / "sft-generations.json"));
     fs::remove(test_prompts);
     fs::rename(saved, test_prompts);
+    // The same run in another folder, for the byte-identity check of step 2.
+    const fs::path copy = root / "elsewhere" / "copy";
+    fs::create_directories(copy.parent_path());
+    fs::copy(run, copy, fs::copy_options::recursive);
 
     // 2. the evaluation
     Output ev = run_shell(evaluate);
@@ -112,6 +118,42 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
         }
     }
     EXPECT_DOUBLE_EQ(metrics.at("sft").at("all_rows").at("mean_sampled_actor_reference_logratio").get<double>(), 0.0);
+    // No durations and no absolute path in the hashed files: evaluating the
+    // copy in another folder writes them byte for byte the same (and
+    // results.json records their sha256); the durations are in timings.json.
+    Output ev_copy = run_shell(bin + "evaluate --run '" + copy.string() + "' --set limits.max_response=8");
+    ASSERT_EQ(ev_copy.rc, 0) << ev_copy.out;
+    for (const char* name : {"sft-generations.json", "ppo-generations.json", "sft-scored.json", "ppo-scored.json",
+                             "metrics.json", "validation-base-generations.json", "validation-metrics.json"}) {
+        SCOPED_TRACE(name);
+        const std::string text = read_file(run / "eval" / name);
+        EXPECT_EQ(text.find(root.string()), std::string::npos);
+        std::vector<std::string> keys;
+        std::function<void(const json&)> walk = [&](const json& j) {
+            if (j.is_object())
+                for (auto it = j.begin(); it != j.end(); ++it) {
+                    if (it.key().find("seconds") != std::string::npos) keys.push_back(it.key());
+                    walk(it.value());
+                }
+            if (j.is_array())
+                for (const json& v : j) walk(v);
+        };
+        walk(json::parse(text));
+        EXPECT_TRUE(keys.empty()) << keys.front();
+        if (std::string(name).rfind("validation-", 0) == 0) continue;  // made before the copy
+        EXPECT_EQ(sha256_hex(text), sha256_file(copy / "eval" / name));
+    }
+    const json gen = read_json_file(run / "eval" / "sft-generations.json");
+    EXPECT_EQ(gen.at("identity").at("readable_roots"),
+              json::array({"corpus/eval", "corpus/manifest.json", "base", "sft", "reward", "ppo", "eval"}));
+    const json timings = read_json_file(run / "eval" / "timings.json");
+    for (const char* step : {"sft", "ppo"}) {
+        EXPECT_GE(timings.at(step).at("generation_seconds").get<double>(), 0.0) << step;
+        EXPECT_GE(timings.at(step).at("scoring_seconds").get<double>(), 0.0) << step;
+        EXPECT_GE(timings.at(step).at("seconds").get<double>(), 0.0) << step;
+    }
+    EXPECT_GE(timings.at("score").at("seconds").get<double>(), 0.0);
+    EXPECT_TRUE(read_json_file(run / "eval" / "validation-timings.json").contains("base"));
     Output again = run_shell(evaluate);
     EXPECT_NE(again.rc, 0);
     EXPECT_NE(again.out.find("refusing to overwrite"), std::string::npos) << again.out;

@@ -22,6 +22,7 @@
 #include "feedback/serve.h"
 #include "feedback/votes.h"
 #include "util/error.h"
+#include "util/fileio.h"
 #include "util/sha256.h"
 #include "support/test_support.h"
 
@@ -292,6 +293,25 @@ TEST(Http, ParseRequests) {
     EXPECT_ERROR(parse_http_request("POST / HTTP/1.1\r\nContent-Length: 999999\r\n\r\n"), "body is over");
     EXPECT_ERROR(parse_http_request("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"), "Transfer-Encoding");
     EXPECT_ERROR(parse_http_request(std::string(kHttpMaxHeader + 10, 'x')), "header is over");
+}
+
+// The page served at / is src/feedback/vote_page.html byte for byte (it has
+// no placeholder: the server's state comes from /api/state), embedded at
+// build time.
+TEST_F(Session, ServedPageIsTheFileBytes) {
+    const fs::path file = ppolab::test::source_dir() / "src" / "feedback" / "vote_page.html";
+    const std::string page = read_file(file);
+    ASSERT_GT(page.size(), 1000u) << file;
+    EXPECT_EQ(vote_page_html(), page);
+    VoteSession s = make();
+    HttpRequest r;
+    r.method = "GET";
+    r.target = "/";
+    r.host = "127.0.0.1:8000";
+    const HttpResponse got = handle_vote_request(s, r, 8000);
+    EXPECT_EQ(got.status, 200);
+    EXPECT_EQ(got.content_type, "text/html; charset=utf-8");
+    EXPECT_EQ(sha256_hex(got.body), sha256_hex(page));
 }
 
 TEST_F(Session, HttpRoutesAndGuards) {

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -23,6 +22,7 @@
 
 using ppolab::test::error_of;
 using ppolab::test::qwen_model_dir;
+using ppolab::test::run_cli;
 using namespace ppolab;
 
 namespace {
@@ -595,25 +595,6 @@ TEST(Checkpoint, TokenizerVocabSize) {
 }
 
 // ---------------------------------------------------------------- init-random CLI
-
-namespace {
-
-int run_cli(const std::string& args, std::string& out) {
-    const char* bin = std::getenv("PPOLAB_BINARY");
-    if (!bin) {
-        ADD_FAILURE() << "PPOLAB_BINARY is not set (run through ctest)";
-        return -1;
-    }
-    FILE* pipe = ::popen((std::string(bin) + " " + args + " 2>&1").c_str(), "r");
-    char buf[4096];
-    size_t n;
-    out.clear();
-    while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-    int rc = ::pclose(pipe);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-}  // namespace
 
 TEST(InitRandomCli, TinyRoundTrip) {
     fs::path root = temp_dir("cli");

@@ -1,10 +1,6 @@
 // `ppolab score` and `ppolab generate` on a checkpoint folder with the real
 // Qwen2.5 tokenizer (models/, committed) and a narrow random model of the full
 // vocabulary: the command's numbers equal the in-process model's.
-#include <sys/wait.h>
-
-#include <cstdio>
-
 #include "model/hf_folder.h"
 #include "model/scoring.h"
 #include "support/test_support.h"
@@ -17,21 +13,6 @@ using namespace ppolab;
 using namespace ppolab::test;
 
 namespace {
-
-int run_cli(const std::string& args, std::string& out) {
-    const char* bin = std::getenv("PPOLAB_BINARY");
-    if (!bin) {
-        ADD_FAILURE() << "PPOLAB_BINARY is not set (run through ctest)";
-        return -1;
-    }
-    FILE* pipe = ::popen((std::string(bin) + " " + args + " 2>&1").c_str(), "r");
-    char buf[4096];
-    size_t n;
-    out.clear();
-    while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-    int rc = ::pclose(pipe);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 fs::path qwen_tokenizer() { return qwen_model_dir(); }
 

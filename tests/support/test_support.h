@@ -1,8 +1,9 @@
 // test_support.h — the helpers most test suites need, in one place: the
 // message of the ppolab::Error a statement throws, the ppolab binary under
-// test, the committed Qwen2.5 tokenizer folder, and a shell command's exit
-// code with its output.
+// test, the committed Qwen2.5 tokenizer folder, and a shell command's (or a
+// ppolab command line's) exit code with its output.
 #pragma once
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -81,6 +82,20 @@ inline Output run_shell(const std::string& cmd, bool merge_stderr = true) {
     const int status = ::pclose(p);
     r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     return r;
+}
+
+// `ppolab ARGS` (stderr joined): its exit code, its output in `out`. The
+// binary is $PPOLAB_BINARY, which CTest sets; without it the test fails.
+inline int run_cli(const std::string& args, std::string& out) {
+    const char* bin = std::getenv("PPOLAB_BINARY");
+    if (!bin) {
+        ADD_FAILURE() << "PPOLAB_BINARY is not set (run through ctest)";
+        out.clear();
+        return -1;
+    }
+    Output o = run_shell(std::string(bin) + " " + args);
+    out = std::move(o.out);
+    return o.rc;
 }
 
 }  // namespace ppolab::test
