@@ -3,6 +3,7 @@
 
 #include "cli/command.h"
 #include "cli/stage_options.h"
+#include "training/metric_names.h"
 #include "training/ppo.h"
 
 namespace ppolab::cli {
@@ -21,8 +22,8 @@ static Command ppo_cmd(
                     static_cast<long long>(r["updates_per_optimizer"].get<int64_t>()), r["seconds"].get<double>());
         if (!last.is_null())
             std::printf("last iteration: score %.4f  kl %.4f  value loss %.4f  clipfrac %.3f\n",
-                        last["objective/scores"].get<double>(), last["objective/kl"].get<double>(),
-                        last["loss/value"].get<double>(), last["policy/clipfrac"].get<double>());
+                        last[metric::kScores].get<double>(), last[metric::kKl].get<double>(),
+                        last[metric::kValueLoss].get<double>(), last[metric::kClipFraction].get<double>());
         std::printf("seconds per phase: %s\nwrote %s\n", r["seconds_per_phase"].dump().c_str(),
                     study.run.report("ppo", stage_mode_name(mode)).c_str());
         return 0;

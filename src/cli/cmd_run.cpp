@@ -46,7 +46,7 @@ std::vector<Step> study_steps(const RunLayout& run, const json& config, const st
     std::vector<Step> steps;
     steps.push_back({"prepare", with({"prepare", "--run", R}), run.corpus() / "manifest.json", {}});
     if (StudyConfig::parse(config).pretrain.enabled)
-        steps.push_back({"pretrain", with({"pretrain", "--run", R}), run.base() / "pretrain.json",
+        steps.push_back({"pretrain", with({"pretrain", "--run", R}), run.pretrain_report(),
                          {pretrain_checkpoint_path(run.base())}});
     for (const std::string stage : {"sft", "reward", "ppo"}) {
         for (const std::string mode : {"interrupt", "continuous", "resume"}) {
@@ -57,10 +57,10 @@ std::vector<Step> study_steps(const RunLayout& run, const json& config, const st
         }
         steps.push_back({"resume-check-" + stage, {"resume-check", stage, "--run", R}, run.resume_check(stage), {}});
         if (stage == "reward")
-            steps.push_back({"reward-test", with({"reward-test", "--run", R}), run.stage("reward") / "reward-test.json", {}});
+            steps.push_back({"reward-test", with({"reward-test", "--run", R}), run.reward_test(), {}});
     }
     steps.push_back({"evaluate", with({"evaluate", "--run", R}), metrics_path(run, EvalSet::held_out), {}, true});
-    steps.push_back({"exercise", with({"exercise", "--run", R}), run.root / "exercise.json", {}, true});
+    steps.push_back({"exercise", with({"exercise", "--run", R}), run.exercise(), {}, true});
     steps.push_back({"report", with({"report", "--run", R}), run.report_html(), {}, true});
     return steps;
 }
@@ -80,12 +80,12 @@ json gather_results(const RunLayout& run, const json& config, const json& state,
         checks[s] = c.is_null() ? "MISSING" : c["status"];
     }
     r["resume_checks"] = checks;
-    json rt = read_or_null(run.stage("reward") / "reward-test.json");
+    json rt = read_or_null(run.reward_test());
     if (!rt.is_null()) r["reward_test"] = {{"pairs", rt["pairs"]}, {"correct", rt["correct"]}, {"ties", rt["ties"]},
                                            {"accuracy", rt["accuracy"]}};
     json metrics = read_or_null(run.eval() / "metrics.json");
     if (!metrics.is_null()) r["actor"] = metrics;
-    json ex = read_or_null(run.root / "exercise.json");
+    json ex = read_or_null(run.exercise());
     if (!ex.is_null())
         for (const char* k : {"wrong_polite_outranks_correct_plain", "mean_incorrect_politeness_delta",
                               "mean_correct_politeness_delta", "contexts"})
@@ -107,7 +107,7 @@ int run_study(const Args& args) {
     if (args.has("resume") && args.has("out")) fail("give --out DIR for a new run or --resume DIR, not both");
     const bool resuming = args.has("resume");
     RunLayout run{args.has("resume") ? args.get("resume") : args.get("out", "runs/default")};
-    const fs::path state_path = run.root / "run-state.json";
+    const fs::path state_path = run.run_state();
     const std::string option = resuming ? "--resume" : "--out";
     std::error_code ec;
     if (fs::exists(run.root, ec) && !fs::is_directory(run.root, ec))

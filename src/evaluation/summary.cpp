@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "training/run_layout.h"
+
 namespace ppolab {
 
 namespace {
@@ -117,8 +119,8 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
         line(row);
     }
     line("");
-    line("results        " + (run_root / "results.json").string());
-    line("report         " + (run_root / "report.html").string() +
+    line("results        " + RunLayout{run_root}.results().string());
+    line("report         " + RunLayout{run_root}.report_html().string() +
          (at(r, {"seconds"}).contains("report") ? "" : " (not written: this build has no `ppolab report`)"));
     if (at(r, {"scope"}).is_string()) {
         // The scope sentence, wrapped at word boundaries.

@@ -1,3 +1,4 @@
+#include "training/metric_names.h"
 #include "training/ppo.h"
 
 #include <chrono>
@@ -337,17 +338,17 @@ void PpoRun::record(const std::vector<Rollout>& rollouts, const RolloutStats& r,
     json ids = json::array();
     for (const Rollout& ro : rollouts) ids.push_back(ro.id);
     history_.push_back({{"iteration", iteration_},
-                        {"objective/scores", r.mean_score},
-                        {"objective/kl", r.mean_kl},
-                        {"objective/non_score_reward", r.mean_non_score},
-                        {"objective/rlhf_reward", r.mean_score + r.mean_non_score},
-                        {"policy/clipfrac", u.clipfrac / dU},
-                        {"policy/approxkl", u.approxkl / dU},
-                        {"loss/policy", u.policy_loss / dU},
-                        {"loss/value", u.value_loss / dU},
-                        {"val/explained_variance", explained_variance(r.all_returns, r.all_values)},
-                        {"val/num_eos_tokens", r.num_eos},
-                        {"mean_response_length", r.mean_len},
+                        {metric::kScores, r.mean_score},
+                        {metric::kKl, r.mean_kl},
+                        {metric::kNonScoreReward, r.mean_non_score},
+                        {metric::kRlhfReward, r.mean_score + r.mean_non_score},
+                        {metric::kClipFraction, u.clipfrac / dU},
+                        {metric::kApproxKl, u.approxkl / dU},
+                        {metric::kPolicyLoss, u.policy_loss / dU},
+                        {metric::kValueLoss, u.value_loss / dU},
+                        {metric::kExplainedVariance, explained_variance(r.all_returns, r.all_values)},
+                        {metric::kNumEosTokens, r.num_eos},
+                        {metric::kMeanResponseLength, r.mean_len},
                         {"updates", u.log},
                         {"rollout_ids", ids}});
     json saved = json::array();
@@ -521,8 +522,8 @@ json run_ppo(const Study& s, StageMode mode) {
             life.checkpoint().save(ppo.exact_state(), "ppo iteration " + std::to_string(ppo.iteration()));
         }
         const json& m = ppo.history().back();
-        bar.update(done_here, "score " + std::to_string(m["objective/scores"].get<double>()) + " kl " +
-                                  std::to_string(m["objective/kl"].get<double>()));
+        bar.update(done_here, "score " + std::to_string(m[metric::kScores].get<double>()) + " kl " +
+                                  std::to_string(m[metric::kKl].get<double>()));
     }
     bar.finish();
     const double seconds = since(started);

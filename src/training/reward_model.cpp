@@ -146,7 +146,7 @@ json run_reward_model(const Study& s, StageMode mode, const VoteData* votes) {
 }
 
 json reward_test(const Study& s) {
-    const fs::path out = s.run.stage("reward") / "reward-test.json";
+    const fs::path out = s.run.reward_test();
     if (fs::exists(out)) fail("refusing to overwrite ", out.string());
     FrozenJudge judge(s, s.run.final_dir("reward"));
     const std::vector<PreferencePair> pairs = load_pairs(s.reader(), s.run.corpus(), PairSplit::test);
