@@ -34,9 +34,8 @@ struct Proj {
 };
 
 // Qwen2.5-0.5B: H 896, 14 query heads and 2 KV heads of 64, MLP 4864, vocab 151936.
-const Proj kProjections[] = {{"q", 896, 896},     {"k", 128, 896},     {"v", 128, 896},
-                             {"o", 896, 896},     {"gate", 4864, 896}, {"up", 4864, 896},
-                             {"down", 896, 4864}, {"lm_head", 151936, 896}};
+const Proj kProjections[] = {{"q", 896, 896},     {"k", 128, 896},   {"v", 128, 896},     {"o", 896, 896},
+                             {"gate", 4864, 896}, {"up", 4864, 896}, {"down", 896, 4864}, {"lm_head", 151936, 896}};
 
 constexpr int64_t kColdBytes = int64_t(96) << 20;  // > L3: rotate copies up to this size
 
@@ -51,7 +50,6 @@ struct WeightSet {
         next = (next + 1) % copies.size();
         return {WeightType::bf16, copies[i].data(), N, K, packed.empty() ? nullptr : packed[i].get()};
     }
-
 };
 
 // frozen: a separate set, each copy with its PrepackedWeight for good (the
@@ -98,17 +96,15 @@ void bench_forward(benchmark::State& state, Proj p, int64_t M, Variant v) {
     WeightSet& w = weights(p, v == Variant::frozen);
     std::vector<float> X = activations(M * p.K);  // (M, K)
     std::vector<float> Y(M * p.N, 0.f);           // (M, N)
-    if (v == Variant::frozen)  // packed copies made here, not in the timed loop
+    if (v == Variant::frozen)                     // packed copies made here, not in the timed loop
         for (size_t i = 0; i < w.copies.size(); ++i) linear_forward(Y.data(), X.data(), w.view(), M);
     const char* path = v == Variant::automatic    ? matmul_path_name(M, p.N, p.K)
                        : v == Variant::dnnl_plain ? "dnnl row-major W"
                                                   : "dnnl frozen W";
     for (auto _ : state) {
         WeightView W = w.view();
-        if (v == Variant::dnnl_plain)
-            matmul_detail::dnnl_forward(Y.data(), X.data(), W, M, false);
-        else
-            linear_forward(Y.data(), X.data(), W, M);
+        if (v == Variant::dnnl_plain) matmul_detail::dnnl_forward(Y.data(), X.data(), W, M, false);
+        else linear_forward(Y.data(), X.data(), W, M);
         benchmark::DoNotOptimize(Y.data());
         benchmark::ClobberMemory();
     }
@@ -153,35 +149,45 @@ int main(int argc, char** argv) {
         for (int64_t M : {1, 4, 128, 512}) {
             const std::string base = std::string("fwd/") + p.name + "/M" + std::to_string(M);
             benchmark::RegisterBenchmark(base.c_str(), bench_forward, p, M, Variant::automatic)
-                ->Unit(benchmark::kMillisecond)->UseRealTime();
+                ->Unit(benchmark::kMillisecond)
+                ->UseRealTime();
             if (M <= kSmallM)
                 benchmark::RegisterBenchmark((base + "/dnnl").c_str(), bench_forward, p, M, Variant::dnnl_plain)
-                    ->Unit(benchmark::kMillisecond)->UseRealTime();
+                    ->Unit(benchmark::kMillisecond)
+                    ->UseRealTime();
             else
                 benchmark::RegisterBenchmark((base + "/frozen").c_str(), bench_forward, p, M, Variant::frozen)
-                    ->Unit(benchmark::kMillisecond)->UseRealTime();
+                    ->Unit(benchmark::kMillisecond)
+                    ->UseRealTime();
         }
     // The LM head as lm_logprobs runs it: chunks of 64 rows, forward and dlogits·W.
     const Proj& head = kProjections[7];
     benchmark::RegisterBenchmark("fwd/lm_head/M64", bench_forward, head, 64, Variant::automatic)
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     benchmark::RegisterBenchmark("fwd/lm_head/M64/frozen", bench_forward, head, 64, Variant::frozen)
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     benchmark::RegisterBenchmark("bwd_input/lm_head/M64", bench_backward_input, head, 64, false)
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     benchmark::RegisterBenchmark("bwd_input/lm_head/M64/frozen", bench_backward_input, head, 64, true)
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     for (const Proj& p : kProjections) {
         if (std::string(p.name) == "lm_head") continue;
         for (int64_t M : {128, 512}) {
             const std::string bi = std::string("bwd_input/") + p.name + "/M" + std::to_string(M);
             benchmark::RegisterBenchmark(bi.c_str(), bench_backward_input, p, M, false)
-                ->Unit(benchmark::kMillisecond)->UseRealTime();
+                ->Unit(benchmark::kMillisecond)
+                ->UseRealTime();
             benchmark::RegisterBenchmark((bi + "/frozen").c_str(), bench_backward_input, p, M, true)
-                ->Unit(benchmark::kMillisecond)->UseRealTime();
+                ->Unit(benchmark::kMillisecond)
+                ->UseRealTime();
             benchmark::RegisterBenchmark((std::string("bwd_weight/") + p.name + "/M" + std::to_string(M)).c_str(),
                                          bench_backward_weight, p, M)
-                ->Unit(benchmark::kMillisecond)->UseRealTime();
+                ->Unit(benchmark::kMillisecond)
+                ->UseRealTime();
         }
     }
     benchmark::Initialize(&argc, argv);

@@ -44,9 +44,7 @@ using namespace ppolab;
 
 namespace {
 
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Process CPU time (all threads): with one thread, the time the work itself
 // took, whatever else the machine was running.
@@ -80,10 +78,11 @@ double median(std::vector<double> v) {
 void report(const std::string& name, int64_t tokens, const std::vector<double>& secs, const std::vector<double>& cpus,
             const std::string& extra) {
     const double s = median(secs), c = median(cpus);
-    std::printf("{\"name\": \"%s\", \"tok_s\": %.2f, \"ms\": %.2f, \"tok_per_cpu_s\": %.2f, \"cpu_ms\": %.2f, "
-                "\"threads\": %d, \"reps\": %zu, \"peak_rss_mib\": %.0f%s}\n",
-                (name + suffix).c_str(), static_cast<double>(tokens) / s, s * 1e3, static_cast<double>(tokens) / c,
-                c * 1e3, omp_get_max_threads(), secs.size(), peak_rss_mib(), extra.c_str());
+    std::printf(
+        "{\"name\": \"%s\", \"tok_s\": %.2f, \"ms\": %.2f, \"tok_per_cpu_s\": %.2f, \"cpu_ms\": %.2f, "
+        "\"threads\": %d, \"reps\": %zu, \"peak_rss_mib\": %.0f%s}\n",
+        (name + suffix).c_str(), static_cast<double>(tokens) / s, s * 1e3, static_cast<double>(tokens) / c, c * 1e3,
+        omp_get_max_threads(), secs.size(), peak_rss_mib(), extra.c_str());
     std::fflush(stdout);
 }
 
@@ -179,14 +178,13 @@ int main(int argc, char** argv) {
     bool freeze = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "--workload" && i + 1 < argc)
-            workload = argv[++i];
-        else if (a == "--freeze")
-            freeze = true;
-        else if (a == "--reps" && i + 1 < argc)
-            reps = std::max(1, std::atoi(argv[++i]));
+        if (a == "--workload" && i + 1 < argc) workload = argv[++i];
+        else if (a == "--freeze") freeze = true;
+        else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
         else {
-            std::fprintf(stderr, "bench_model: unknown argument '%s'; expected --workload all|forward|decode|lora1|lora4, --reps N, --freeze\n",
+            std::fprintf(stderr,
+                         "bench_model: unknown argument '%s'; expected --workload all|forward|decode|lora1|lora4, "
+                         "--reps N, --freeze\n",
                          a.c_str());
             return 2;
         }
@@ -202,12 +200,10 @@ int main(int argc, char** argv) {
             suffix = " (frozen base)";
         }
         std::vector<std::string> todo;
-        if (workload == "all")
-            todo = {"forward", "decode", "lora1", "lora4"};
+        if (workload == "all") todo = {"forward", "decode", "lora1", "lora4"};
         else if (workload == "forward" || workload == "decode" || workload == "lora1" || workload == "lora4")
             todo = {workload};
-        else
-            fail("bench_model: --workload '", workload, "'; expected all, forward, decode, lora1 or lora4");
+        else fail("bench_model: --workload '", workload, "'; expected all, forward, decode, lora1 or lora4");
         int failures = 0;
         for (const std::string& name : todo) {
             std::fflush(stdout);

@@ -103,8 +103,7 @@ double timed(int threads, F body) {
 int main(int argc, char** argv) {
     double seconds = 1.0;
     for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc)
-            seconds = std::atof(argv[++i]);
+        if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = std::atof(argv[++i]);
         else {
             std::fprintf(stderr, "bench_peak: unknown argument '%s'; expected --seconds S\n", argv[i]);
             return 2;

@@ -18,7 +18,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (candidates_to_json(parse_candidates(once, "again")).dump() != once) std::abort();
         for (const CandidatePair& p : c.pairs)
             if (c.find(p.id) == nullptr || p.a.token_ids.empty() || p.b.token_ids.empty()) std::abort();
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
     return 0;
 }

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "model/hf_folder.h"
 #include "model/config.h"
+#include "model/hf_folder.h"
 #include "util/error.h"
 #include "util/json.h"
 
@@ -25,9 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         try {
             check_seed_architecture(c, "config.json");
-        } catch (const Error&) {
-        }
-    } catch (const Error&) {
-    }
+        } catch (const Error&) {}
+    } catch (const Error&) {}
     return 0;
 }

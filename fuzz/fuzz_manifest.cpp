@@ -28,7 +28,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 break;
             }
         }
-    } catch (const ppolab::Error&) {
-    }
+    } catch (const ppolab::Error&) {}
     return 0;
 }

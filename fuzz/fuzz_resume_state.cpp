@@ -21,7 +21,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         ppolab::ResumeState state = ppolab::parse_resume_state(std::move(bytes), "fuzz.state.gz");
         ppolab::ResumeState again = ppolab::parse_resume_state(ppolab::serialize_resume_state(state), "round trip");
         if (!ppolab::states_equal(state, again)) __builtin_trap();
-    } catch (const ppolab::Error&) {
-    }
+    } catch (const ppolab::Error&) {}
     return 0;
 }

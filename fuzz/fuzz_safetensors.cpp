@@ -35,7 +35,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         SafetensorsFile g = SafetensorsFile::from_bytes(serialize_safetensors(out, f.metadata()), "fuzz2");
         if (g.tensors().size() != f.tensors().size() || g.metadata() != f.metadata()) std::abort();
         (void)sum;
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
     return 0;
 }

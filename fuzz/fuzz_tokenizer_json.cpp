@@ -17,9 +17,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
         ppolab::Tokenizer tok = ppolab::Tokenizer::from_json_text(text, "fuzz.json");
         std::string sample(text.substr(0, 256));
-        for (std::string_view s : {std::string_view("Hello world's 123  \n\n\t x"),
-                                   std::string_view("caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x91\x8D"),
-                                   std::string_view(sample)}) {
+        for (std::string_view s :
+             {std::string_view("Hello world's 123  \n\n\t x"),
+              std::string_view("caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x91\x8D"), std::string_view(sample)}) {
             if (!ppolab::utf8_is_valid(s)) continue;
             std::vector<int32_t> ids = tok.encode(s);
             std::string back = tok.decode(ids);
@@ -31,7 +31,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         std::vector<int32_t> junk{-5, 0, 1, 255, 256, 70000, static_cast<int32_t>(tok.vocab_size())};
         (void)tok.decode(junk);
         (void)tok.decode_strict(junk);
-    } catch (const ppolab::Error&) {
-    }
+    } catch (const ppolab::Error&) {}
     return 0;
 }

@@ -18,9 +18,15 @@ namespace {
 
 const std::string kCandidates =
     R"({"format":1,"checkpoint_sha256":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","pairs":[)"
-    R"({"id":"p0","split":"train","prompt_id":"OH000-RL11","prompt":"q","a":{"text":"x","token_ids":[1],"finish_reason":"eos"},"b":{"text":"y","token_ids":[2],"finish_reason":"length"}},)"
-    R"({"id":"p1","split":"validation","prompt_id":"OH001-RL11","prompt":"q","a":{"text":"x","token_ids":[1],"finish_reason":"eos"},"b":{"text":"y","token_ids":[2],"finish_reason":"eos"}},)"
-    R"({"id":"p2","split":"test","prompt_id":"OH002-RL11","prompt":"q","a":{"text":"x","token_ids":[1],"finish_reason":"eos"},"b":{"text":"y","token_ids":[2],"finish_reason":"eos"}}]})";
+    R"({"id":"p0","split":"train","prompt_id":"OH000-RL11","prompt":"q",)"
+    R"("a":{"text":"x","token_ids":[1],"finish_reason":"eos"},)"
+    R"("b":{"text":"y","token_ids":[2],"finish_reason":"length"}},)"
+    R"({"id":"p1","split":"validation","prompt_id":"OH001-RL11","prompt":"q",)"
+    R"("a":{"text":"x","token_ids":[1],"finish_reason":"eos"},)"
+    R"("b":{"text":"y","token_ids":[2],"finish_reason":"eos"}},)"
+    R"({"id":"p2","split":"test","prompt_id":"OH002-RL11","prompt":"q",)"
+    R"("a":{"text":"x","token_ids":[1],"finish_reason":"eos"},)"
+    R"("b":{"text":"y","token_ids":[2],"finish_reason":"eos"}}]})";
 
 }  // namespace
 
@@ -52,7 +58,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 break;
             }
         }
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
     return 0;
 }

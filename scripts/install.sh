@@ -3,7 +3,7 @@
 # (as root, or through sudo). With --tests, also what the test suite needs:
 # the GoogleTest/Google Benchmark libraries, Debian's python3-torch and numpy
 # for the oracles, clang with its sanitizer and OpenMP runtimes for the
-# fuzzers, and
+# fuzzers, clang-format and clang-tidy for the lint (scripts/lint.sh), and
 # chromium for the report and voting-page browser tests. The product never
 # needs the second set; `ppolab-study.sh` installs the first only.
 #
@@ -22,7 +22,7 @@ PRODUCT=(
 TESTS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv python3-pip python3-torch python3-numpy
-  clang libclang-rt-14-dev libomp-dev
+  clang libclang-rt-14-dev libomp-dev clang-format clang-tidy
   chromium
 )
 PACKAGES=("${PRODUCT[@]}")

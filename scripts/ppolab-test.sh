@@ -4,7 +4,9 @@
 #   1. the test suite (unit, oracle, fuzz-corpus replays, CLI smoke tests)
 #   2. the unit tests again under AddressSanitizer + UBSan (scripts/sanitize.sh)
 #   3. every libFuzzer target for 10 s (scripts/fuzz.sh)
-# then one line "ppolab-test: N passed, N failed, N skipped" over all three.
+#   4. format and lint: .clang-format and .clang-tidy (scripts/lint.sh)
+# then one line "ppolab-test: N passed, N failed, N skipped" over all four
+# (the lint counts as one test).
 # `--quick` stops after 1; other arguments go to the first ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +40,9 @@ if [[ $QUICK == 0 ]]; then
   # A fuzz build that failed ran no target: it counts as one failure.
   if [[ $fuzz_ok == 0 && $f == 0 ]]; then t=$((t + 1)); f=1; fi
   total=$((total + t)); failed=$((failed + f))
+  echo "== format and lint"
+  total=$((total + 1))
+  scripts/lint.sh 2>&1 | tee "$LOGS/lint" || { status=1; failed=$((failed + 1)); }
 fi
 [[ $failed == 0 ]] || status=1
 echo "ppolab-test: $((total - failed - skipped)) passed, $failed failed, $skipped skipped"

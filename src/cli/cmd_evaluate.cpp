@@ -13,19 +13,22 @@ namespace ppolab::cli {
 namespace {
 
 void print_metrics(const std::string& policy, const json& populations) {
-    for (const char* name : {"test", "probe_rows", "probe_unique_contexts", "all_rows", "all_unique_contexts", "validation",
-                             "validation_unique_contexts"}) {
+    for (const char* name : {"test", "probe_rows", "probe_unique_contexts", "all_rows", "all_unique_contexts",
+                             "validation", "validation_unique_contexts"}) {
         if (!populations.contains(name)) continue;
         const json& m = populations[name];
-        auto num = [&](const char* key) { return m[key].is_null() ? std::string("n/a") : std::to_string(m[key].get<double>()); };
-        std::printf("%-4s %-26s rows %3lld  success %s  recognized %s  relevant|rec %s  certainty|rec %s  no-EOS %lld  "
-                    "mean tokens %s  mean learned reward %s  mean log-ratio %s\n",
-                    policy.c_str(), name, static_cast<long long>(m["rows"].get<int64_t>()),
-                    num("rubric_success_rate_all_outputs").c_str(), num("recognized_rate").c_str(),
-                    num("relevant_rate_recognized_denominator").c_str(),
-                    num("unsupported_certainty_rate_recognized_denominator").c_str(),
-                    static_cast<long long>(m["without_eos"].get<int64_t>()), num("mean_response_tokens_eos_included").c_str(),
-                    num("mean_learned_reward").c_str(), num("mean_sampled_actor_reference_logratio").c_str());
+        auto num = [&](const char* key) {
+            return m[key].is_null() ? std::string("n/a") : std::to_string(m[key].get<double>());
+        };
+        std::printf(
+            "%-4s %-26s rows %3lld  success %s  recognized %s  relevant|rec %s  certainty|rec %s  no-EOS %lld  "
+            "mean tokens %s  mean learned reward %s  mean log-ratio %s\n",
+            policy.c_str(), name, static_cast<long long>(m["rows"].get<int64_t>()),
+            num("rubric_success_rate_all_outputs").c_str(), num("recognized_rate").c_str(),
+            num("relevant_rate_recognized_denominator").c_str(),
+            num("unsupported_certainty_rate_recognized_denominator").c_str(),
+            static_cast<long long>(m["without_eos"].get<int64_t>()), num("mean_response_tokens_eos_included").c_str(),
+            num("mean_learned_reward").c_str(), num("mean_sampled_actor_reference_logratio").c_str());
     }
 }
 
@@ -64,11 +67,12 @@ int run_exercise_cmd(const Args& args) {
     Study study = Study::open(o.config, o.run, o.model, "exercise", StageScope::all);
     json r = run_exercise(study);
     const json& s = r["summary"];
-    std::printf("frozen judge on %lld probe candidates (%lld contexts): wrong+polite outranks correct+plain in %lld; "
-                "mean politeness delta correct %.4f, wrong %.4f\n",
-                static_cast<long long>(s["candidates"].get<int64_t>()), static_cast<long long>(s["contexts"].get<int64_t>()),
-                static_cast<long long>(s["wrong_polite_outranks_correct_plain_contexts"].get<int64_t>()),
-                s["mean_correct_politeness_delta"].get<double>(), s["mean_incorrect_politeness_delta"].get<double>());
+    std::printf(
+        "frozen judge on %lld probe candidates (%lld contexts): wrong+polite outranks correct+plain in %lld; "
+        "mean politeness delta correct %.4f, wrong %.4f\n",
+        static_cast<long long>(s["candidates"].get<int64_t>()), static_cast<long long>(s["contexts"].get<int64_t>()),
+        static_cast<long long>(s["wrong_polite_outranks_correct_plain_contexts"].get<int64_t>()),
+        s["mean_correct_politeness_delta"].get<double>(), s["mean_incorrect_politeness_delta"].get<double>());
     std::printf("judge and %zu main artefacts unchanged (sha256)\nwrote %s\n", r["artefact_sha256"].size(),
                 study.run.exercise().c_str());
     return 0;
@@ -81,7 +85,8 @@ static Command evaluate_cmd("evaluate",
                             "(SFT, PPO), rubric verdicts, metrics",
                             {}, run_evaluate);
 
-static Command exercise_cmd("exercise", "exercise --run DIR   the frozen judge on the 80 probe candidates (politeness deltas)",
-                            {}, run_exercise_cmd);
+static Command exercise_cmd("exercise",
+                            "exercise --run DIR   the frozen judge on the 80 probe candidates (politeness deltas)", {},
+                            run_exercise_cmd);
 
 }  // namespace ppolab::cli

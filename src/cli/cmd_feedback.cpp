@@ -25,19 +25,19 @@ int feedback_export(const Args& args) {
     args.allow_only(with_stage_options({"sft", "out"}));
     const fs::path out = args.get("out");
     // It writes only --out: into the run folder (and holding its lock) when --out lies there.
-    StageOptions o = stage_options(args, path_inside(out, args.get("run", "runs/default")) ? RunAccess::write
-                                                                                            : RunAccess::read);
+    StageOptions o =
+        stage_options(args, path_inside(out, args.get("run", "runs/default")) ? RunAccess::write : RunAccess::read);
     if (fs::exists(out)) fail("refusing to overwrite ", out.string(), " (choose a new --out)");
     Study study = Study::open(o.config, o.run, o.model, "feedback-export", StageScope::learn);
     const fs::path sft = args.get("sft", study.run.final_dir("sft").string());
     CandidateFile file = export_candidates(study, sft, out);
     std::map<std::string, int> splits;
     for (const CandidatePair& p : file.pairs) ++splits[p.split];
-    std::printf("feedback export: %zu pairs (train %d, validation %d, test %d), %lld prompts skipped because both "
-                "samples were identical\ncheckpoint_sha256 %s (sha256 of %s/learned.safetensors)\nwrote %s\n",
-                file.pairs.size(), splits["train"], splits["validation"], splits["test"],
-                static_cast<long long>(file.skipped_identical), file.checkpoint_sha256.c_str(), sft.c_str(),
-                out.c_str());
+    std::printf(
+        "feedback export: %zu pairs (train %d, validation %d, test %d), %lld prompts skipped because both "
+        "samples were identical\ncheckpoint_sha256 %s (sha256 of %s/learned.safetensors)\nwrote %s\n",
+        file.pairs.size(), splits["train"], splits["validation"], splits["test"],
+        static_cast<long long>(file.skipped_identical), file.checkpoint_sha256.c_str(), sft.c_str(), out.c_str());
     return 0;
 }
 
@@ -76,8 +76,8 @@ int feedback_label_ai(const Args& args) {
             fail(candidates_path.string(), ": pair '", p.id, "': the prompt differs from the corpus's prompt '",
                  p.prompt_id, "'");
     }
-    const VoteFile votes = label_with_rubric(candidates, sha256_hex(bytes),
-                                             [&](const CandidatePair& p) { return gold.at(p.prompt_id).expected_action; });
+    const VoteFile votes = label_with_rubric(
+        candidates, sha256_hex(bytes), [&](const CandidatePair& p) { return gold.at(p.prompt_id).expected_action; });
     write_json_atomic(out, votes_to_json(votes));
     std::map<std::string, std::map<std::string, int>> counts;  // split -> choice -> n
     for (const Vote& v : votes.votes) ++counts[candidates.find(v.pair_id)->split][vote_choice_name(v.choice)];

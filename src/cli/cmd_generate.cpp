@@ -10,12 +10,12 @@
 #include <cstdio>
 
 #include "cli/command.h"
-#include "training/learned_io.h"
-#include "training/tensors.h"
-#include "model/hf_folder.h"
 #include "model/generate.h"
+#include "model/hf_folder.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
+#include "training/learned_io.h"
+#include "training/tensors.h"
 #include "util/error.h"
 #include "util/json.h"
 
@@ -118,15 +118,15 @@ int run_generate(const Args& args) {
                      list.c_str());
     }
 
-    const std::string text = args.has("raw") ? prompt
-                                             : render_chat({{"user", prompt}}, true,
-                                                           args.get("system", std::string(kQwenDefaultSystem)));
+    const std::string text =
+        args.has("raw") ? prompt
+                        : render_chat({{"user", prompt}}, true, args.get("system", std::string(kQwenDefaultSystem)));
     const std::vector<int32_t> ids = tok.encode(text);
     if (ids.empty()) fail("--prompt: the rendered prompt has no tokens");
     const int64_t limit = weights.config.max_position_embeddings;
     if (limit > 0 && static_cast<int64_t>(ids.size()) + gs.max_new_tokens > limit)
-        fail("--prompt: ", ids.size(), " prompt tokens + ", gs.max_new_tokens, " new tokens exceed the model's ",
-             limit, " positions (max_position_embeddings); the prompt is refused, not truncated");
+        fail("--prompt: ", ids.size(), " prompt tokens + ", gs.max_new_tokens, " new tokens exceed the model's ", limit,
+             " positions (max_position_embeddings); the prompt is refused, not truncated");
 
     // --adapter DIR: a trained policy (a stage's final/ folder, learned.safetensors).
     LoraAdapters adapters;

@@ -28,8 +28,9 @@ static int init_random(const Args& args) {
     const int64_t seed = args.get_int("seed", 0);
     if (seed < 0) fail("--seed must be a non-negative integer, got ", seed);
     if (!args.has("tokenizer"))
-        fail("init-random needs --tokenizer PATH (a tokenizer.json or a folder holding one) to write a complete "
-             "checkpoint folder");
+        fail(
+            "init-random needs --tokenizer PATH (a tokenizer.json or a folder holding one) to write a complete "
+            "checkpoint folder");
     const fs::path tokenizer = args.get("tokenizer");
     Qwen2Config config = model_shape(preset);
     if (fs::exists(out)) fail("refusing to overwrite existing folder '", out.string(), "'");

@@ -8,25 +8,28 @@
 
 namespace ppolab::cli {
 
-static Command ppo_cmd(
-    "ppo", "ppo --run DIR [--mode interrupt|continuous|resume] [--preset P] [--set ppo.iterations=N]  PPO against the frozen judge",
-    {}, [](const Args& args) {
-        args.allow_only(with_stage_options({"mode"}));
-        StageOptions o = stage_options(args);
-        const StageMode mode = parse_stage_mode(args.get("mode", "continuous"));
-        Study study = Study::open(o.config, o.run, o.model, "ppo", StageScope::learn);
-        json r = run_ppo(study, mode);
-        const json& last = r["history"].empty() ? json() : r["history"].back();
-        std::printf("ppo %s: %lld iterations, %lld updates per optimiser in %.1f s\n", stage_mode_name(mode),
-                    static_cast<long long>(r["iterations"].get<int64_t>()),
-                    static_cast<long long>(r["updates_per_optimizer"].get<int64_t>()), r["seconds"].get<double>());
-        if (!last.is_null())
-            std::printf("last iteration: score %.4f  kl %.4f  value loss %.4f  clipfrac %.3f\n",
-                        last[metric::kScores].get<double>(), last[metric::kKl].get<double>(),
-                        last[metric::kValueLoss].get<double>(), last[metric::kClipFraction].get<double>());
-        std::printf("seconds per phase: %s\nwrote %s\n", r["seconds_per_phase"].dump().c_str(),
-                    study.run.report("ppo", stage_mode_name(mode)).c_str());
-        return 0;
-    });
+static Command ppo_cmd("ppo",
+                       "ppo --run DIR [--mode interrupt|continuous|resume] [--preset P] [--set ppo.iterations=N]  PPO "
+                       "against the frozen judge",
+                       {}, [](const Args& args) {
+                           args.allow_only(with_stage_options({"mode"}));
+                           StageOptions o = stage_options(args);
+                           const StageMode mode = parse_stage_mode(args.get("mode", "continuous"));
+                           Study study = Study::open(o.config, o.run, o.model, "ppo", StageScope::learn);
+                           json r = run_ppo(study, mode);
+                           const json& last = r["history"].empty() ? json() : r["history"].back();
+                           std::printf("ppo %s: %lld iterations, %lld updates per optimiser in %.1f s\n",
+                                       stage_mode_name(mode), static_cast<long long>(r["iterations"].get<int64_t>()),
+                                       static_cast<long long>(r["updates_per_optimizer"].get<int64_t>()),
+                                       r["seconds"].get<double>());
+                           if (!last.is_null())
+                               std::printf("last iteration: score %.4f  kl %.4f  value loss %.4f  clipfrac %.3f\n",
+                                           last[metric::kScores].get<double>(), last[metric::kKl].get<double>(),
+                                           last[metric::kValueLoss].get<double>(),
+                                           last[metric::kClipFraction].get<double>());
+                           std::printf("seconds per phase: %s\nwrote %s\n", r["seconds_per_phase"].dump().c_str(),
+                                       study.run.report("ppo", stage_mode_name(mode)).c_str());
+                           return 0;
+                       });
 
 }  // namespace ppolab::cli

@@ -8,8 +8,8 @@
 #include "cli/stage_options.h"
 #include "data/corpus.h"
 #include "data/guarded_fs.h"
-#include "training/run_layout.h"
 #include "training/config_types.h"
+#include "training/run_layout.h"
 #include "training/study_config.h"
 #include "util/error.h"
 #include "util/json.h"
@@ -56,7 +56,8 @@ static int run_prepare(const Args& args) {
         std::printf("verified: %zu files match manifest.json, the audit re-runs identically\n", m.files.size());
         return 0;
     }
-    if (args.has("out") && args.has("run")) fail("give either --out DIR or --run RUN (the corpus goes to RUN/corpus), not both");
+    if (args.has("out") && args.has("run"))
+        fail("give either --out DIR or --run RUN (the corpus goes to RUN/corpus), not both");
     // The corpus identity comes from the study config (corpus.revision,
     // corpus.study_revision, corpus.seed); --seed N overrides corpus.seed.
     // --run RUN: the corpus goes into RUN (created if needed), which this

@@ -18,9 +18,9 @@
 #include "data/base_corpus.h"
 #include "data/corpus.h"
 #include "data/guarded_fs.h"
+#include "training/config_types.h"
 #include "training/pretrain.h"
 #include "training/run_layout.h"
-#include "training/config_types.h"
 #include "training/study_config.h"
 #include "util/error.h"
 #include "util/sha256.h"
@@ -65,8 +65,8 @@ static int run_pretrain(const Args& args) {
     const json study = effective_config(args.get("preset", kDefaultPreset), files, study_sets);
     const StudyConfig study_config = StudyConfig::parse(study);
     if (!study_config.pretrain.enabled)
-        fail("preset '", args.get("preset", kDefaultPreset), "' does not pretrain (pretrain.enabled = false): ",
-             "it loads a given model");
+        fail("preset '", args.get("preset", kDefaultPreset),
+             "' does not pretrain (pretrain.enabled = false): ", "it loads a given model");
     PretrainConfig config = PretrainConfig::from_study(study);
     for (const std::string& s : own_sets) config.set(s);
     if (args.has("seed")) config.seed = static_cast<uint64_t>(args.get_int("seed", 0));
@@ -106,7 +106,8 @@ static int run_pretrain(const Args& args) {
         if (it == manifest.prompt_sha256.end() || it->second != sha256_hex(p.prompt))
             fail(manifest_where, ": validation prompt '", p.id, "' is not the one its corpus config generates ",
                  "(prompt_sha256 differs or is missing)");
-        if (static_cast<int64_t>(check.size()) < config.check_prompts) check.push_back({p.id, p.prompt, p.expected_action});
+        if (static_cast<int64_t>(check.size()) < config.check_prompts)
+            check.push_back({p.id, p.prompt, p.expected_action});
     }
 
     // 1. the base corpus, checked against every corpus prompt
@@ -132,23 +133,24 @@ static int run_pretrain(const Args& args) {
     const PretrainReport rep = pretrain_run(config, docs, check, out, provenance, nullptr,
                                             {{}, study_config.checkpoint.pretrain_every_updates});
     const json& tr = rep.json.at("training");
-    std::printf("pretrained %s: %lld parameters, vocab %lld, %lld updates, %lld tokens in %.1f s (%.0f tok/s), "
-                "final loss %.4f, total %.1f s\n",
-                out.string().c_str(), static_cast<long long>(rep.json.at("model").at("parameters").get<int64_t>()),
-                static_cast<long long>(rep.json.at("tokenizer").at("vocab_size").get<int64_t>()),
-                static_cast<long long>(tr.at("updates").get<int64_t>()),
-                static_cast<long long>(tr.at("tokens_seen").get<int64_t>()), rep.train_seconds, rep.tokens_per_second,
-                rep.final_loss, rep.seconds);
+    std::printf(
+        "pretrained %s: %lld parameters, vocab %lld, %lld updates, %lld tokens in %.1f s (%.0f tok/s), "
+        "final loss %.4f, total %.1f s\n",
+        out.string().c_str(), static_cast<long long>(rep.json.at("model").at("parameters").get<int64_t>()),
+        static_cast<long long>(rep.json.at("tokenizer").at("vocab_size").get<int64_t>()),
+        static_cast<long long>(tr.at("updates").get<int64_t>()),
+        static_cast<long long>(tr.at("tokens_seen").get<int64_t>()), rep.train_seconds, rep.tokens_per_second,
+        rep.final_loss, rep.seconds);
     const json& ck = rep.json.at("check");
     if (!ck.is_null())
         for (const char* mode : {"greedy", "sampled_temperature_1"}) {
             const json& m = ck.at(mode);
-            std::printf("  %-22s on %lld validation prompts: recognised %.1f%%, relevant %.1f%% (chance 16.7%%), "
-                        "success %.1f%%, %lld distinct answers\n",
-                        mode, static_cast<long long>(m.at("n").get<int64_t>()),
-                        100 * m.at("recognized_rate").get<double>(), 100 * m.at("relevant_rate").get<double>(),
-                        100 * m.at("success_rate").get<double>(),
-                        static_cast<long long>(m.at("distinct_responses").get<int64_t>()));
+            std::printf(
+                "  %-22s on %lld validation prompts: recognised %.1f%%, relevant %.1f%% (chance 16.7%%), "
+                "success %.1f%%, %lld distinct answers\n",
+                mode, static_cast<long long>(m.at("n").get<int64_t>()), 100 * m.at("recognized_rate").get<double>(),
+                100 * m.at("relevant_rate").get<double>(), 100 * m.at("success_rate").get<double>(),
+                static_cast<long long>(m.at("distinct_responses").get<int64_t>()));
         }
     return 0;
 }

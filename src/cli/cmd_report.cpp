@@ -28,7 +28,7 @@ int run_report(const Args& args) {
 }  // namespace
 
 static Command report_cmd("report",
-                          "report --run RUN [--out FILE]  one self-contained HTML report (default RUN/report.html)",
-                          {}, run_report);
+                          "report --run RUN [--out FILE]  one self-contained HTML report (default RUN/report.html)", {},
+                          run_report);
 
 }  // namespace ppolab::cli

@@ -17,10 +17,10 @@
 #include "evaluation/evaluate.h"
 #include "evaluation/summary.h"
 #include "kernels/dispatch.h"
+#include "training/config_types.h"
 #include "training/crash_checkpoints.h"
 #include "training/pretrain.h"
 #include "training/run_layout.h"
-#include "training/config_types.h"
 #include "training/study_config.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -46,14 +46,17 @@ std::vector<Step> study_steps(const RunLayout& run, const json& config, const st
     std::vector<Step> steps;
     steps.push_back({"prepare", with({"prepare", "--run", R}), run.corpus() / "manifest.json", {}});
     if (StudyConfig::parse(config).pretrain.enabled)
-        steps.push_back({"pretrain", with({"pretrain", "--run", R}), run.pretrain_report(),
+        steps.push_back({"pretrain",
+                         with({"pretrain", "--run", R}),
+                         run.pretrain_report(),
                          {pretrain_checkpoint_path(run.base())}});
     for (const std::string stage : {"sft", "reward", "ppo"}) {
         for (const std::string mode : {"interrupt", "continuous", "resume"}) {
             const fs::path ck = checkpoint_path(run.stage(stage), mode);
             std::vector<fs::path> cks = {ck};
             if (stage == "ppo") cks.push_back(ck.parent_path() / (mode + ".report-extras.json"));
-            steps.push_back({stage + "-" + mode, with({stage, "--run", R, "--mode", mode}), run.report(stage, mode), cks});
+            steps.push_back(
+                {stage + "-" + mode, with({stage, "--run", R, "--mode", mode}), run.report(stage, mode), cks});
         }
         steps.push_back({"resume-check-" + stage, {"resume-check", stage, "--run", R}, run.resume_check(stage), {}});
         if (stage == "reward")
@@ -81,8 +84,9 @@ json gather_results(const RunLayout& run, const json& config, const json& state,
     }
     r["resume_checks"] = checks;
     json rt = read_or_null(run.reward_test());
-    if (!rt.is_null()) r["reward_test"] = {{"pairs", rt["pairs"]}, {"correct", rt["correct"]}, {"ties", rt["ties"]},
-                                           {"accuracy", rt["accuracy"]}};
+    if (!rt.is_null())
+        r["reward_test"] = {
+            {"pairs", rt["pairs"]}, {"correct", rt["correct"]}, {"ties", rt["ties"]}, {"accuracy", rt["accuracy"]}};
     json metrics = read_or_null(run.eval() / "metrics.json");
     if (!metrics.is_null()) r["actor"] = metrics;
     json ex = read_or_null(run.exercise());
@@ -96,7 +100,8 @@ json gather_results(const RunLayout& run, const json& config, const json& state,
     // The same durations in the study's order (the summary's minutes per step).
     json order = json::array();
     for (const Step& s : steps)
-        if (state["steps"].contains(s.name)) order.push_back({{"step", s.name}, {"seconds", state["steps"][s.name]["seconds"]}});
+        if (state["steps"].contains(s.name))
+            order.push_back({{"step", s.name}, {"seconds", state["steps"][s.name]["seconds"]}});
     r["steps"] = order;
     r["engine"] = dispatch_json(dispatch_report());
     return r;
@@ -146,8 +151,8 @@ int run_study(const Args& args) {
     for (const auto& s : options["set"]) common.insert(common.end(), {"--set", s.get<std::string>()});
     std::vector<fs::path> files;
     for (const auto& f : options["config"]) files.emplace_back(f.get<std::string>());
-    const json config = effective_config(options["preset"].get<std::string>(), files,
-                                         options["set"].get<std::vector<std::string>>());
+    const json config =
+        effective_config(options["preset"].get<std::string>(), files, options["set"].get<std::vector<std::string>>());
     std::vector<std::string> model_arg;
     if (!options["model"].is_null()) model_arg = {"--model", options["model"].get<std::string>()};
 
@@ -166,7 +171,8 @@ int run_study(const Args& args) {
             fail("internal: no command ", cmd);
         }
         std::vector<std::string> argv(step.argv.begin() + 1, step.argv.end());
-        if (cmd != "prepare" && cmd != "pretrain" && cmd != "resume-check") argv.insert(argv.end(), model_arg.begin(), model_arg.end());
+        if (cmd != "prepare" && cmd != "pretrain" && cmd != "resume-check")
+            argv.insert(argv.end(), model_arg.begin(), model_arg.end());
         std::string line = "ppolab " + cmd;
         for (const auto& a : argv) line += " " + a;
         // Interrupted after the step's last output but before it was recorded:
@@ -180,8 +186,8 @@ int run_study(const Args& args) {
             continue;
         }
         std::string label = step.name;
-        if (const size_t dash = label.find('-'); dash != std::string::npos && step.name.rfind("resume-check", 0) != 0 &&
-                                                 step.name != "reward-test")
+        if (const size_t dash = label.find('-');
+            dash != std::string::npos && step.name.rfind("resume-check", 0) != 0 && step.name != "reward-test")
             label[dash] = ' ';  // "sft-continuous" → "sft continuous"
         label = "step " + std::to_string(index + 1) + "/" + std::to_string(steps.size()) + " " + label;
         Progress::set_context(label);
@@ -190,8 +196,9 @@ int run_study(const Args& args) {
         const auto t0 = std::chrono::steady_clock::now();
         const int rc = it->second.run(Args(argv, it->second.flags));
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (rc != 0) fail("step ", step.name, " failed (exit ", rc, "); fix the cause, then `ppolab run --resume ",
-                          run.root.string(), "`");
+        if (rc != 0)
+            fail("step ", step.name, " failed (exit ", rc, "); fix the cause, then `ppolab run --resume ",
+                 run.root.string(), "`");
         state["steps"][step.name] = {{"command", line}, {"seconds", secs}};
         write_json_atomic(state_path, state, Overwrite::replace);
     }

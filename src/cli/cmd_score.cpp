@@ -62,7 +62,8 @@ int run_score(const Args& args) {
     out["sum_logprob"] = sum;
     if (args.has("dump-logits")) {
         const fs::path file = args.get("dump-logits");
-        write_file_atomic(file, std::string_view(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float)),
+        write_file_atomic(file,
+                          std::string_view(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float)),
                           Overwrite::replace);
         out["logits_file"] = file.string();
         out["logits_shape"] = {T, c.vocab_size};
@@ -75,7 +76,7 @@ int run_score(const Args& args) {
 }  // namespace
 
 static Command score_cmd("score",
-                         "score --model DIR --ids 1,2,3 [--dump-logits FILE]   log p(id_t | ids before t) as JSON",
-                         {}, run_score);
+                         "score --model DIR --ids 1,2,3 [--dump-logits FILE]   log p(id_t | ids before t) as JSON", {},
+                         run_score);
 
 }  // namespace ppolab::cli

@@ -37,10 +37,11 @@ static int run_tokenize(const Args& args) {
     return 0;
 }
 
-static Command tokenize_cmd("tokenize",
-                            "tokenize --tokenizer PATH (--text TEXT | --jsonl)\n"
-                            "                            print token ids as a JSON array; --jsonl: one JSON string\n"
-                            "                            per stdin line -> one array per line (PATH: tokenizer.json or its folder)",
-                            {"jsonl"}, run_tokenize);
+static Command tokenize_cmd(
+    "tokenize",
+    "tokenize --tokenizer PATH (--text TEXT | --jsonl)\n"
+    "                            print token ids as a JSON array; --jsonl: one JSON string\n"
+    "                            per stdin line -> one array per line (PATH: tokenizer.json or its folder)",
+    {"jsonl"}, run_tokenize);
 
 }  // namespace ppolab::cli

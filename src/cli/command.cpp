@@ -59,8 +59,7 @@ std::vector<std::string> Args::all(const std::string& key) const {
 
 void Args::allow_only(const std::vector<std::string>& known) const {
     for (const auto& [key, _] : values_)
-        if (std::find(known.begin(), known.end(), key) == known.end())
-            fail("unknown option --", key, " (see --help)");
+        if (std::find(known.begin(), known.end(), key) == known.end()) fail("unknown option --", key, " (see --help)");
 }
 
 std::map<std::string, CommandInfo>& registry() {

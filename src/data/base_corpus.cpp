@@ -21,11 +21,12 @@ const char* const kKinds[] = {"practice ticket", "archived chat", "training note
 
 // Prose outside the grammar: office small talk that names situations'
 // objects but never pairs a situation with its fix.
-const char* const kSubjects[] = {"The office printer", "The desk monitor", "The laptop", "The web portal",
-                                 "The editor", "The meeting room", "The new colleague", "The help desk"};
-const char* const kPredicates[] = {"was busy all morning", "is on the third floor", "came with a short manual",
-                                   "was mentioned in the weekly meeting", "needs a new label",
-                                   "was moved last week", "is shared by the whole team", "got a new name"};
+const char* const kSubjects[] = {"The office printer", "The desk monitor", "The laptop",        "The web portal",
+                                 "The editor",         "The meeting room", "The new colleague", "The help desk"};
+const char* const kPredicates[] = {"was busy all morning",        "is on the third floor",
+                                   "came with a short manual",    "was mentioned in the weekly meeting",
+                                   "needs a new label",           "was moved last week",
+                                   "is shared by the whole team", "got a new name"};
 const char* const kTails[] = {"", " Nobody complained.", " The team took a short break.",
                               " A ticket was opened and closed.", " Lunch was at noon."};
 
@@ -90,13 +91,15 @@ BaseCorpus base_corpus_generate(const BaseCorpusConfig& c) {
     Philox prose(c.seed, kStreamProse);
     for (int i = 0; i < c.prose_lines; ++i) {
         std::string line = std::string(kSubjects[prose.below(std::size(kSubjects))]) + " " +
-                           kPredicates[prose.below(std::size(kPredicates))] + "." + kTails[prose.below(std::size(kTails))];
+                           kPredicates[prose.below(std::size(kPredicates))] + "." +
+                           kTails[prose.below(std::size(kTails))];
         base.prose.push_back(std::move(line));
     }
     if (c.world_knowledge) {
         Philox know(c.seed, kStreamKnowledge);
         for (int i = 0; i < c.knowledge_lines; ++i)
-            base.knowledge.push_back(knowledge_line(static_cast<int>(know.below(kActionCount)), static_cast<int>(know.below(3))));
+            base.knowledge.push_back(
+                knowledge_line(static_cast<int>(know.below(kActionCount)), static_cast<int>(know.below(3))));
     }
     return base;
 }
@@ -107,7 +110,8 @@ void base_corpus_check(const BaseCorpus& base, const Manifest& manifest) {
     if (reserved.empty()) fail("base corpus check: the manifest lists no prompt sha256");
     auto check = [&](const std::string& text, const char* what, size_t index) {
         if (reserved.count(sha256_hex(text)))
-            fail("base corpus: ", what, " ", index, " is a corpus prompt (its sha256 is in the manifest): '", text, "'");
+            fail("base corpus: ", what, " ", index, " is a corpus prompt (its sha256 is in the manifest): '", text,
+                 "'");
         if (text.find(" OH") != std::string::npos || text.find("PROBE") != std::string::npos)
             fail("base corpus: ", what, " ", index, " names a corpus or probe family: '", text, "'");
     };

@@ -21,20 +21,20 @@
 namespace ppolab {
 
 struct BaseCorpusConfig {
-    uint64_t seed = 10;              // Philox seed (stream per part)
-    int conversations = 4000;        // chat-style (prompt, response) pairs
-    int probe_style_percent = 25;    // share of prompts in the probe template
-    int prose_lines = 600;           // sentences outside the grammar
-    bool world_knowledge = false;    // add situation -> fix sentences
-    int knowledge_lines = 600;       // how many, when world_knowledge
+    uint64_t seed = 10;            // Philox seed (stream per part)
+    int conversations = 4000;      // chat-style (prompt, response) pairs
+    int probe_style_percent = 25;  // share of prompts in the probe template
+    int prose_lines = 600;         // sentences outside the grammar
+    bool world_knowledge = false;  // add situation -> fix sentences
+    int knowledge_lines = 600;     // how many, when world_knowledge
 };
 ordered_json base_corpus_config_to_json(const BaseCorpusConfig& config);
 
 struct BaseConversation {
     std::string prompt;
     std::string response;
-    int context_action = 0;   // the situation named in the prompt
-    int response_action = -1; // the action of the answer (-1: refusal); independent of context_action
+    int context_action = 0;    // the situation named in the prompt
+    int response_action = -1;  // the action of the answer (-1: refusal); independent of context_action
 };
 
 struct BaseCorpus {

@@ -37,15 +37,15 @@ namespace ppolab {
 struct CorpusConfig {
     std::string dataset = "OfficeHelpPrefs-v1";  // corpus revision
     std::string study_revision = "r001";
-    int64_t seed = 49;                           // random.Random(seed) for the family split
-    int families_per_action = 40;                // 6 actions -> 240 families OH000..OH239
-    int train_per_action = 28;                   // shuffled positions [0, 28) train
-    int validation_per_action = 6;               // [28, 34) validation, the rest test
-    int pair_variants = 5;                       // pairs per family (variants 0..4)
-    int demonstration_variant = 7;               // heading variant of the SFT prompt
-    int rollout_first_variant = 11;              // rollout prompts use variants 11..14
+    int64_t seed = 49;               // random.Random(seed) for the family split
+    int families_per_action = 40;    // 6 actions -> 240 families OH000..OH239
+    int train_per_action = 28;       // shuffled positions [0, 28) train
+    int validation_per_action = 6;   // [28, 34) validation, the rest test
+    int pair_variants = 5;           // pairs per family (variants 0..4)
+    int demonstration_variant = 7;   // heading variant of the SFT prompt
+    int rollout_first_variant = 11;  // rollout prompts use variants 11..14
     int rollouts_per_family = 4;
-    int probe_contexts = 20;                     // PROBE00..PROBE19, 4 rows each
+    int probe_contexts = 20;  // PROBE00..PROBE19, 4 rows each
 };
 ordered_json corpus_config_to_json(const CorpusConfig& config);
 CorpusConfig corpus_config_from_json(const json& value, std::string_view where);
@@ -150,14 +150,14 @@ std::vector<PromptRow> load_eval_prompts(const GuardedReader& reader, const fs::
 struct GoldLabel {
     std::string id, population, split, family;  // population: pair|demonstration|rollout|probe
     int expected_action = 0;
-    std::string chosen, rejected;   // pairs
-    std::string response;           // demonstrations
-    std::string candidate_response; // probes
+    std::string chosen, rejected;    // pairs
+    std::string response;            // demonstrations
+    std::string candidate_response;  // probes
     bool candidate_correct = false, candidate_polite = false;
 };
 struct GoldLabels {
     std::vector<GoldLabel> rows;
-    std::map<std::string, size_t> index;  // id -> row
+    std::map<std::string, size_t> index;               // id -> row
     const GoldLabel& at(const std::string& id) const;  // Error naming the id
 };
 GoldLabels parse_gold(std::string_view text, std::string_view where);

@@ -22,11 +22,11 @@ void expect(const char* what, int64_t got, int64_t want) {
 
 // What the checks find, for the counts of the audit record.
 struct AuditTally {
-    std::set<std::string> ids;                                 // every id seen so far
-    std::map<std::string, std::set<std::string>> families;     // split -> families of its pairs
+    std::set<std::string> ids;                              // every id seen so far
+    std::map<std::string, std::set<std::string>> families;  // split -> families of its pairs
     std::map<std::string, int64_t> pairs_by_split;
-    std::set<std::string> all_families;                        // of every split
-    std::set<std::string> distinct;                            // pair, demonstration and rollout prompts
+    std::set<std::string> all_families;                          // of every split
+    std::set<std::string> distinct;                              // pair, demonstration and rollout prompts
     std::map<std::string, std::set<std::string>> probe_prompts;  // probe context -> its prompts
     int64_t chosen_pass = 0, rejected_fail = 0, demonstrations_pass = 0, probe_agree = 0;
 
@@ -134,8 +134,7 @@ void audit_probes(const Corpus& corpus, AuditTally& t) {
     const CorpusConfig& c = corpus.config;
     for (const auto& p : corpus.probes) {
         t.unique_id(p.id);
-        if (t.all_families.count(p.family))
-            fail("corpus audit: probe family ", p.family, " is also a corpus family");
+        if (t.all_families.count(p.family)) fail("corpus audit: probe family ", p.family, " is also a corpus family");
         t.probe_prompts[p.family].insert(p.prompt);
         if (t.distinct.count(p.prompt))
             fail("corpus audit: probe ", p.id, " prompt is also a pair/demonstration/rollout prompt");
@@ -143,9 +142,9 @@ void audit_probes(const Corpus& corpus, AuditTally& t) {
             fail("corpus audit: probe ", p.id, ": prompt does not match its template");
         RubricVerdict v = evaluate_response(p.candidate_response, FinishReason::eos, p.expected_action);
         if (v.rubric_success != p.candidate_correct || v.polite != p.candidate_polite || v.caution != 1)
-            fail("corpus audit: probe ", p.id, ": labels correct=", p.candidate_correct,
-                 " polite=", p.candidate_polite, " disagree with the rubric (success=", v.rubric_success,
-                 " polite=", v.polite, " caution=", v.caution, ")");
+            fail("corpus audit: probe ", p.id, ": labels correct=", p.candidate_correct, " polite=", p.candidate_polite,
+                 " disagree with the rubric (success=", v.rubric_success, " polite=", v.polite, " caution=", v.caution,
+                 ")");
         ++t.probe_agree;
     }
     expect("probe rows", int64_t(corpus.probes.size()), int64_t(c.probe_contexts) * 4);
@@ -188,8 +187,8 @@ ordered_json audit_record(const Corpus& corpus, AuditTally& t) {
     a["probe_rows"] = int64_t(corpus.probes.size());
     a["unique_probe_contexts"] = int64_t(t.probe_prompts.size());
     a["probe_families_disjoint"] = true;
-    a["probe_factorial"] = std::to_string(c.probe_contexts) +
-                           " contexts x correctness 2 x politeness 2; the same prompt within a context";
+    a["probe_factorial"] =
+        std::to_string(c.probe_contexts) + " contexts x correctness 2 x politeness 2; the same prompt within a context";
     a["actor_evaluation_rows_per_policy"] = t.pairs_by_split["test"] + int64_t(corpus.probes.size());
     a["actor_unique_contexts_per_policy"] = t.pairs_by_split["test"] + int64_t(t.probe_prompts.size());
     a["prompts_hashed"] = n_inputs + int64_t(corpus.probes.size());

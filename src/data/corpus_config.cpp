@@ -26,10 +26,11 @@ ordered_json corpus_config_to_json(const CorpusConfig& c) {
 
 CorpusConfig corpus_config_from_json(const json& j, std::string_view where) {
     std::string at = std::string(where);
-    expect_fields(j, {"dataset", "study_revision", "seed", "families_per_action", "train_per_action",
-                      "validation_per_action", "pair_variants", "demonstration_variant", "rollout_first_variant",
-                      "rollouts_per_family", "probe_contexts"},
-                  at);
+    expect_fields(
+        j,
+        {"dataset", "study_revision", "seed", "families_per_action", "train_per_action", "validation_per_action",
+         "pair_variants", "demonstration_variant", "rollout_first_variant", "rollouts_per_family", "probe_contexts"},
+        at);
     CorpusConfig c;
     auto bounded = [&](const char* key, int64_t lo, int64_t hi) {
         int64_t v = json_int(j, key, at);

@@ -12,9 +12,8 @@ bool is_ascii_digits(std::string_view text) {
 }
 
 bool is_hex64(std::string_view s) {
-    return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-               return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-           });
+    return s.size() == 64 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 void expect_fields(const json& obj, const std::vector<std::string>& fields, const std::string& at) {

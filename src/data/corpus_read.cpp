@@ -22,13 +22,15 @@ using corpus_detail::is_hex64;
 Manifest manifest_parse(std::string_view text, std::string_view where) {
     const std::string at(where);
     json j = parse_json(text, at);
-    expect_fields(j, {"dataset", "study_revision", "seed", "human_feedback", "layout", "config", "audit",
-                      "prompt_sha256", "files"},
-                  at);
+    expect_fields(
+        j,
+        {"dataset", "study_revision", "seed", "human_feedback", "layout", "config", "audit", "prompt_sha256", "files"},
+        at);
     Manifest m;
     m.config = corpus_config_from_json(json_field(j, "config", at), at + ": config");
     if (json_string(j, "dataset", at) != m.config.dataset)
-        fail(at, ": field 'dataset' is '", json_string(j, "dataset", at), "' but config.dataset is '", m.config.dataset, "'");
+        fail(at, ": field 'dataset' is '", json_string(j, "dataset", at), "' but config.dataset is '", m.config.dataset,
+             "'");
     if (json_string(j, "study_revision", at) != m.config.study_revision)
         fail(at, ": field 'study_revision' disagrees with config.study_revision");
     if (json_int(j, "seed", at) != m.config.seed) fail(at, ": field 'seed' disagrees with config.seed");
@@ -139,7 +141,8 @@ GoldLabels parse_gold(std::string_view text, std::string_view where) {
         l.split = json_string(o, "split", at);
         l.family = json_string(o, "family", at);
         l.expected_action = checked_action(o, "expected_action", at);
-        const bool split_ok = l.population == "pair" ? (l.split == "train" || l.split == "validation" || l.split == "test")
+        const bool split_ok = l.population == "pair"
+                                  ? (l.split == "train" || l.split == "validation" || l.split == "test")
                               : l.population == "probe" ? l.split == "probe"
                                                         : l.split == "train";
         if (!split_ok) fail(at, ": split '", l.split, "' is not valid for population '", l.population, "'");
@@ -184,7 +187,8 @@ std::vector<PromptRow> load_rollout_prompts(const GuardedReader& reader, const f
 }
 
 std::vector<PromptRow> load_eval_prompts(const GuardedReader& reader, const fs::path& dir, EvalPopulation population) {
-    const std::string name = population == EvalPopulation::test ? "eval/test_prompts.jsonl" : "eval/probe_prompts.jsonl";
+    const std::string name =
+        population == EvalPopulation::test ? "eval/test_prompts.jsonl" : "eval/probe_prompts.jsonl";
     return parse_prompts(read_checked(reader, dir, name), (dir / name).string());
 }
 
@@ -199,7 +203,8 @@ Corpus corpus_load(const GuardedReader& reader, const fs::path& dir) {
     corpus.config = m.config;
     GoldLabels gold = load_gold(reader, dir);
     std::set<std::string> used;
-    auto label = [&](const std::string& id, const std::string& population, const std::string& where) -> const GoldLabel& {
+    auto label = [&](const std::string& id, const std::string& population,
+                     const std::string& where) -> const GoldLabel& {
         auto it = gold.index.find(id);
         if (it == gold.index.end()) fail(where, ": id '", id, "' has no label in gold/labels.jsonl");
         const GoldLabel& l = gold.rows[it->second];
@@ -268,8 +273,8 @@ Corpus corpus_load(const GuardedReader& reader, const fs::path& dir) {
         for (const auto& r : load_rollout_prompts(reader, dir)) {
             const GoldLabel& l = label(r.id, "rollout", where);
             check_family(where, r.id, r.family, l);
-            corpus.rollouts.push_back(
-                {r.id, r.family, m.config.rollout_first_variant + id_suffix(r.id, "-RL", where), l.expected_action, r.prompt});
+            corpus.rollouts.push_back({r.id, r.family, m.config.rollout_first_variant + id_suffix(r.id, "-RL", where),
+                                       l.expected_action, r.prompt});
         }
     }
     {
@@ -283,7 +288,8 @@ Corpus corpus_load(const GuardedReader& reader, const fs::path& dir) {
     }
     for (const auto& l : gold.rows)
         if (!used.count(l.id))
-            fail((dir / "gold/labels.jsonl").string(), ": label '", l.id, "' matches no row of learn/ or eval/ or gold/test_pairs.jsonl");
+            fail((dir / "gold/labels.jsonl").string(), ": label '", l.id,
+                 "' matches no row of learn/ or eval/ or gold/test_pairs.jsonl");
     return corpus;
 }
 
@@ -318,8 +324,8 @@ Manifest verify_corpus(const GuardedReader& reader, const fs::path& dir) {
     Corpus corpus = corpus_load(reader, dir);
     json audit = json::parse(corpus_audit(corpus).dump());
     if (audit != m.audit)
-        fail(dir.string(), "/manifest.json: the audit does not match the corpus files (manifest says ",
-             m.audit.dump(), ", the files give ", audit.dump(), ")");
+        fail(dir.string(), "/manifest.json: the audit does not match the corpus files (manifest says ", m.audit.dump(),
+             ", the files give ", audit.dump(), ")");
     std::map<std::string, std::string> prompts;
     for (const auto& p : corpus.pairs) prompts[p.id] = sha256_hex(p.prompt);
     for (const auto& d : corpus.demonstrations) prompts[d.id] = sha256_hex(d.prompt);

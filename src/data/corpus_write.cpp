@@ -22,13 +22,13 @@ namespace {
 using corpus_detail::append_line;
 
 const std::vector<std::string> kFiles = {
-    "learn/demonstrations.jsonl", "learn/train_pairs.jsonl", "learn/validation_pairs.jsonl",
+    "learn/demonstrations.jsonl",  "learn/train_pairs.jsonl", "learn/validation_pairs.jsonl",
     "learn/rollout_prompts.jsonl", "eval/test_prompts.jsonl", "eval/probe_prompts.jsonl",
-    "gold/labels.jsonl",          "gold/test_pairs.jsonl",
+    "gold/labels.jsonl",           "gold/test_pairs.jsonl",
 };
 
 struct CorpusFiles {
-    std::map<std::string, std::string> bytes;         // relative path -> contents
+    std::map<std::string, std::string> bytes;          // relative path -> contents
     ordered_json prompt_sha = ordered_json::object();  // id -> sha256 of the prompt
 };
 
@@ -52,26 +52,43 @@ CorpusFiles corpus_files(const Corpus& corpus) {
         row["rejected"] = p.rejected;
         append_line(files[p.split == "test" ? "gold/test_pairs.jsonl" : "learn/" + p.split + "_pairs.jsonl"], row);
         if (p.split == "test") append_line(files["eval/test_prompts.jsonl"], prompt_row(p.id, p.family, p.prompt));
-        append_line(labels, {{"id", p.id}, {"population", "pair"}, {"split", p.split}, {"family", p.family},
-                             {"expected_action", p.expected_action}, {"chosen", p.chosen}, {"rejected", p.rejected}});
+        append_line(labels, {{"id", p.id},
+                             {"population", "pair"},
+                             {"split", p.split},
+                             {"family", p.family},
+                             {"expected_action", p.expected_action},
+                             {"chosen", p.chosen},
+                             {"rejected", p.rejected}});
     }
     for (const auto& d : corpus.demonstrations) {
         ordered_json row = prompt_row(d.id, d.family, d.prompt);
         row["response"] = d.response;
         append_line(files["learn/demonstrations.jsonl"], row);
-        append_line(labels, {{"id", d.id}, {"population", "demonstration"}, {"split", "train"}, {"family", d.family},
-                             {"expected_action", d.expected_action}, {"response", d.response}});
+        append_line(labels, {{"id", d.id},
+                             {"population", "demonstration"},
+                             {"split", "train"},
+                             {"family", d.family},
+                             {"expected_action", d.expected_action},
+                             {"response", d.response}});
     }
     for (const auto& r : corpus.rollouts) {
         append_line(files["learn/rollout_prompts.jsonl"], prompt_row(r.id, r.family, r.prompt));
-        append_line(labels, {{"id", r.id}, {"population", "rollout"}, {"split", "train"}, {"family", r.family},
+        append_line(labels, {{"id", r.id},
+                             {"population", "rollout"},
+                             {"split", "train"},
+                             {"family", r.family},
                              {"expected_action", r.expected_action}});
     }
     for (const auto& p : corpus.probes) {
         append_line(files["eval/probe_prompts.jsonl"], prompt_row(p.id, p.family, p.prompt));
-        append_line(labels, {{"id", p.id}, {"population", "probe"}, {"split", "probe"}, {"family", p.family},
-                             {"expected_action", p.expected_action}, {"candidate_response", p.candidate_response},
-                             {"candidate_correct", p.candidate_correct}, {"candidate_polite", p.candidate_polite}});
+        append_line(labels, {{"id", p.id},
+                             {"population", "probe"},
+                             {"split", "probe"},
+                             {"family", p.family},
+                             {"expected_action", p.expected_action},
+                             {"candidate_response", p.candidate_response},
+                             {"candidate_correct", p.candidate_correct},
+                             {"candidate_polite", p.candidate_polite}});
     }
     for (const auto& name : kFiles) (void)files[name];  // an empty population still has its (empty) file
     return out;

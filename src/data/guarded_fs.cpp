@@ -33,7 +33,7 @@ std::string roots_text(const std::vector<fs::path>& roots) {
 
 }  // namespace
 
-GuardedReader::GuardedReader(std::string stage, std::vector<fs::path> allowed_roots) : stage_(std::move(stage)) {
+GuardedReader::GuardedReader(std::string stage, const std::vector<fs::path>& allowed_roots) : stage_(std::move(stage)) {
     for (const auto& r : allowed_roots) {
         if (r.empty()) fail("stage '", stage_, "': an allowed root is an empty path");
         roots_.push_back(real_path(r));

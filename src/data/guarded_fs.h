@@ -20,7 +20,7 @@ class GuardedReader {
 public:
     // Roots are resolved now (they may not exist yet: a checkpoint folder
     // created later is still covered).
-    GuardedReader(std::string stage, std::vector<fs::path> allowed_roots);
+    GuardedReader(std::string stage, const std::vector<fs::path>& allowed_roots);
 
     const std::string& stage() const { return stage_; }
     const std::vector<fs::path>& roots() const { return roots_; }

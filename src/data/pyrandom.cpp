@@ -36,8 +36,7 @@ PyRandom::PyRandom(int64_t seed) {
 
 void PyRandom::init_genrand(uint32_t s) {
     mt_[0] = s;
-    for (int i = 1; i < N; ++i)
-        mt_[i] = 1812433253u * (mt_[i - 1] ^ (mt_[i - 1] >> 30)) + static_cast<uint32_t>(i);
+    for (int i = 1; i < N; ++i) mt_[i] = 1812433253u * (mt_[i - 1] ^ (mt_[i - 1] >> 30)) + static_cast<uint32_t>(i);
     index_ = N;
 }
 

@@ -18,8 +18,7 @@ struct ActionText {
 // The six shared actions: the user's situation and the one fitting step.
 constexpr std::array<ActionText, kActionCount> kActions = {{
     {"resume_print_queue", "The office printer shows a paused print queue.", "Resume the print queue."},
-    {"check_unplugged_cable", "The desk monitor stays dark after the desk was moved.",
-     "Check for an unplugged cable."},
+    {"check_unplugged_cable", "The desk monitor stays dark after the desk was moved.", "Check for an unplugged cable."},
     {"reenable_audio", "The laptop speakers stopped playing any sound.", "Re-enable the audio output."},
     {"reenable_wifi", "The laptop no longer joins the wireless network.", "Re-enable the Wi-Fi adapter."},
     {"save_document", "The editor warns that recent changes are not saved.", "Save the document now."},
@@ -27,12 +26,10 @@ constexpr std::array<ActionText, kActionCount> kActions = {{
 }};
 
 constexpr std::array<const char*, 2> kHedges = {"This may help.", "This might help."};
-constexpr std::array<const char*, 2> kCertainties = {"This will definitely fix it.",
-                                                     "This is guaranteed to fix it."};
+constexpr std::array<const char*, 2> kCertainties = {"This will definitely fix it.", "This is guaranteed to fix it."};
 constexpr std::array<const char*, 2> kOpenings = {"Thank you for your patience.", "Thanks for waiting."};
 constexpr std::array<const char*, 1> kClosings = {"Have a nice day."};
-constexpr std::array<const char*, 2> kRefusals = {"I cannot help with that request.",
-                                                  "I am unable to help with that."};
+constexpr std::array<const char*, 2> kRefusals = {"I cannot help with that request.", "I am unable to help with that."};
 
 void check_action(int action, const char* who) {
     if (action < 0 || action >= kActionCount)
@@ -148,8 +145,8 @@ Parse parse_response(const std::string& text) {
         p.refusal = true;
         ++i;
     } else {
-        static const char* kNames[] = {"politeness opening", "politeness closing", "instruction",
-                                       "hedge", "certainty claim", "refusal"};
+        static const char* kNames[] = {
+            "politeness opening", "politeness closing", "instruction", "hedge", "certainty claim", "refusal"};
         p.error = std::string("expected an instruction or a refusal at sentence ") + std::to_string(i + 1) +
                   ", found a " + kNames[int(parsed[i].kind)];
         return p;
@@ -161,10 +158,10 @@ Parse parse_response(const std::string& text) {
     if (i < parsed.size()) {
         const Kind k = parsed[i].kind;
         p.error = "unexpected sentence " + std::to_string(i + 1) + " " + quote(sentences[i]) +
-                  (k == Kind::instruction ? " (a second action)"
+                  (k == Kind::instruction                       ? " (a second action)"
                    : (k == Kind::hedge || k == Kind::certainty) ? " (a second caution phrase)"
-                   : k == Kind::refusal ? " (a refusal after the answer)"
-                                        : " (politeness formula out of place)");
+                   : k == Kind::refusal                         ? " (a refusal after the answer)"
+                                                                : " (politeness formula out of place)");
         return p;
     }
     p.ok = true;
@@ -242,8 +239,7 @@ std::vector<ResponseForm> rubric_enumerate() {
     for (int a = 0; a < kActionCount; ++a) {
         bodies.push_back(ResponseForm{a, false, 0, 0, -1, -1, 0});
         for (int v = 0; v < int(kHedges.size()); ++v) bodies.push_back(ResponseForm{a, false, 1, v, -1, -1, 0});
-        for (int v = 0; v < int(kCertainties.size()); ++v)
-            bodies.push_back(ResponseForm{a, false, 2, v, -1, -1, 0});
+        for (int v = 0; v < int(kCertainties.size()); ++v) bodies.push_back(ResponseForm{a, false, 2, v, -1, -1, 0});
     }
     for (int v = 0; v < int(kRefusals.size()); ++v) bodies.push_back(ResponseForm{0, true, 0, 0, -1, -1, v});
     std::vector<ResponseForm> all;
@@ -296,17 +292,13 @@ RubricVerdict evaluate_response(std::string_view text, FinishReason finish, int 
     v.relevant = !p.refusal && p.action == expected_action;
     v.unsupported_certainty = p.caution == 2;
     v.rubric_success = v.recognized && v.relevant && !v.unsupported_certainty && v.ended_with_eos && v.decodable;
-    if (v.refusal)
-        v.reason = "refusal";
+    if (v.refusal) v.reason = "refusal";
     else if (!v.relevant)
-        v.reason = std::string("irrelevant action ") + action_name(p.action) + "; expected " +
-                   action_name(expected_action);
-    else if (v.unsupported_certainty)
-        v.reason = "unsupported certainty";
-    else if (!v.ended_with_eos)
-        v.reason = "no EOS: cut at the length limit";
-    else
-        v.reason = "ok";
+        v.reason =
+            std::string("irrelevant action ") + action_name(p.action) + "; expected " + action_name(expected_action);
+    else if (v.unsupported_certainty) v.reason = "unsupported certainty";
+    else if (!v.ended_with_eos) v.reason = "no EOS: cut at the length limit";
+    else v.reason = "ok";
     PPOLAB_ASSERT(v.rubric_success == (v.reason == "ok"));
     return v;
 }
@@ -344,13 +336,12 @@ RubricVerdict rubric_verdict_from_json(const json& j, std::string_view where) {
     v.reason = json_string(j, "reason", where);
     if (v.status != (v.recognized ? "CERTIFIED" : "UNCERTIFIED"))
         fail(where, ": field 'status' is '", v.status, "' but recognized is ", v.recognized ? "true" : "false");
-    if (v.action < -1 || v.action >= kActionCount)
-        fail(where, ": field 'action' must be in [-1, 5], got ", v.action);
+    if (v.action < -1 || v.action >= kActionCount) fail(where, ": field 'action' must be in [-1, 5], got ", v.action);
     if (v.caution < -1 || v.caution > 2) fail(where, ": field 'caution' must be in [-1, 2], got ", v.caution);
     const bool success = v.recognized && v.relevant && !v.unsupported_certainty && v.ended_with_eos && v.decodable;
     if (v.rubric_success != success)
-        fail(where, ": field 'rubric_success' is ", v.rubric_success ? "true" : "false",
-             " but the other fields imply ", success ? "true" : "false");
+        fail(where, ": field 'rubric_success' is ", v.rubric_success ? "true" : "false", " but the other fields imply ",
+             success ? "true" : "false");
     return v;
 }
 

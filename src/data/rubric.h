@@ -45,13 +45,13 @@ const char* action_instruction(int action);  // the grammar's instruction senten
 
 // One sentence of the grammar, fully specified: which variant of each slot.
 struct ResponseForm {
-    int action = 0;            // 0..5; ignored when refusal
-    bool refusal = false;      // body is a refusal (variant = refusal_variant)
-    int caution = 0;           // 0 plain, 1 hedged, 2 certain
-    int caution_variant = 0;   // 0..1 for hedged/certain
-    int opening = -1;          // -1 none, else opening variant 0..1
-    int closing = -1;          // -1 none, else closing variant 0
-    int refusal_variant = 0;   // 0..1
+    int action = 0;           // 0..5; ignored when refusal
+    bool refusal = false;     // body is a refusal (variant = refusal_variant)
+    int caution = 0;          // 0 plain, 1 hedged, 2 certain
+    int caution_variant = 0;  // 0..1 for hedged/certain
+    int opening = -1;         // -1 none, else opening variant 0..1
+    int closing = -1;         // -1 none, else closing variant 0
+    int refusal_variant = 0;  // 0..1
 };
 
 // The text of a form (canonical spacing: one space between sentences).
@@ -70,7 +70,7 @@ struct RubricVerdict {
     bool relevant = false;               // recognised action == expected action
     bool unsupported_certainty = false;  // caution 2
     bool refusal = false;
-    bool polite = false;                 // an opening or closing formula
+    bool polite = false;  // an opening or closing formula
     bool ended_with_eos = false;
     bool decodable = true;
     bool rubric_success = false;  // recognized ∧ relevant ∧ ¬unsupported_certainty ∧ EOS ∧ decodable
@@ -78,8 +78,7 @@ struct RubricVerdict {
 };
 
 // Recognises `text` against the grammar. expected_action must be 0..5.
-RubricVerdict evaluate_response(std::string_view text, FinishReason finish, int expected_action,
-                                bool decodable = true);
+RubricVerdict evaluate_response(std::string_view text, FinishReason finish, int expected_action, bool decodable = true);
 
 ordered_json rubric_verdict_to_json(const RubricVerdict& verdict);
 RubricVerdict rubric_verdict_from_json(const json& value, std::string_view where);

@@ -28,7 +28,8 @@ std::string prefix(EvalSet set) { return set == EvalSet::validation ? "validatio
 std::vector<float> response_slice(const ScoringBatch& b, const std::vector<float>& per_position, int64_t row) {
     std::vector<float> out;
     for (int64_t t = 0; t < b.T; ++t)
-        if (b.response_mask[static_cast<size_t>(row * b.T + t)]) out.push_back(per_position[static_cast<size_t>(row * b.T + t)]);
+        if (b.response_mask[static_cast<size_t>(row * b.T + t)])
+            out.push_back(per_position[static_cast<size_t>(row * b.T + t)]);
     return out;
 }
 
@@ -106,7 +107,8 @@ std::vector<fs::path> evaluation_outputs(const RunLayout& run, EvalSet set) {
 
 std::vector<EvalRow> evaluation_prompts(const GuardedReader& reader, const fs::path& corpus_dir, EvalSet set) {
     std::vector<EvalRow> rows;
-    auto add = [&](const std::string& id, const std::string& family, const char* population, const std::string& prompt) {
+    auto add = [&](const std::string& id, const std::string& family, const char* population,
+                   const std::string& prompt) {
         EvalRow r;
         r.id = id;
         r.family = family;
@@ -283,11 +285,13 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
         for (size_t first = 0; first < rows.size(); first += kScoringChunk) {
             const size_t last = std::min(rows.size(), first + kScoringChunk);
             std::vector<ScoringRow> chunk;
-            for (size_t i = first; i < last; ++i) chunk.push_back(ScoringRow{s.encode_prompt(rows[i].prompt), rows[i].response});
+            for (size_t i = first; i < last; ++i)
+                chunk.push_back(ScoringRow{s.encode_prompt(rows[i].prompt), rows[i].response});
             ScoringBatch b = s.batch(chunk);
             std::vector<float> per_pos(static_cast<size_t>(b.B * b.T)), scores(static_cast<size_t>(b.B));
             actor_scorer.response_logprobs(b, per_pos.data(), false);
-            for (int64_t k = 0; k < b.B; ++k) rows[first + static_cast<size_t>(k)].actor_logp = response_slice(b, per_pos, k);
+            for (int64_t k = 0; k < b.B; ++k)
+                rows[first + static_cast<size_t>(k)].actor_logp = response_slice(b, per_pos, k);
             if (reference) {
                 reference_scorer.response_logprobs(b, per_pos.data(), false);
                 for (int64_t k = 0; k < b.B; ++k)
@@ -296,7 +300,8 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
             if (judge) {
                 Scorer judge_scorer(*judge_model);
                 judge_scorer.reward_scores(b, *judge->head, scores.data(), false);
-                for (int64_t k = 0; k < b.B; ++k) rows[first + static_cast<size_t>(k)].learned_score = scores[static_cast<size_t>(k)];
+                for (int64_t k = 0; k < b.B; ++k)
+                    rows[first + static_cast<size_t>(k)].learned_score = scores[static_cast<size_t>(k)];
             }
             bar.update(static_cast<int64_t>(last));
         }
@@ -312,7 +317,8 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     for (const EvalRow& r : rows) jrows.push_back(json::parse(eval_row_to_json(r).dump()));
     json result{{"identity", identity},
                 {"rows", rows.size()},
-                {"distinct_prompts", [&] {
+                {"distinct_prompts",
+                 [&] {
                      std::vector<const EvalRow*> all;
                      for (const EvalRow& r : rows) all.push_back(&r);
                      return unique_contexts(all).size();
@@ -354,12 +360,15 @@ json evaluate_score(const Study& s, EvalSet set) {
         generations_sha[in.filename().string()] = sha256_hex(text);
         const json g = parse_json(text, in.string());
         std::vector<EvalRow> rows;
-        for (const json& j : json_field(g, "rows_detail", in.string())) rows.push_back(eval_row_from_json(j, in.string()));
-        if (static_cast<int64_t>(rows.size()) != json_int(g, "rows", in.string())) fail(in.string(), ": row count differs from field 'rows'");
+        for (const json& j : json_field(g, "rows_detail", in.string()))
+            rows.push_back(eval_row_from_json(j, in.string()));
+        if (static_cast<int64_t>(rows.size()) != json_int(g, "rows", in.string()))
+            fail(in.string(), ": row count differs from field 'rows'");
         // The generations answer exactly the corpus's prompts, in order.
         const std::vector<EvalRow> expected = evaluation_prompts(s.reader(), s.run.corpus(), set);
         if (rows.size() != expected.size())
-            fail(in.string(), ": ", rows.size(), " rows; the corpus has ", expected.size(), " ", eval_set_name(set), " prompts");
+            fail(in.string(), ": ", rows.size(), " rows; the corpus has ", expected.size(), " ", eval_set_name(set),
+                 " prompts");
         for (size_t i = 0; i < rows.size(); ++i)
             if (rows[i].id != expected[i].id || rows[i].prompt != expected[i].prompt ||
                 rows[i].population != expected[i].population || rows[i].family != expected[i].family)

@@ -34,7 +34,7 @@
 
 namespace ppolab {
 
-enum class EvalSet { held_out, validation };  // test + probes | validation prompts
+enum class EvalSet { held_out, validation };    // test + probes | validation prompts
 EvalSet parse_eval_set(std::string_view text);  // "held-out" (test + probes) | "validation"; Error otherwise
 const char* eval_set_name(EvalSet set);
 

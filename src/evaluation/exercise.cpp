@@ -50,10 +50,8 @@ std::vector<std::string> artefact_changes(const ArtefactHashes& before, const Ar
     std::vector<std::string> out;
     for (const auto& [path, sha] : before) {
         auto it = after.find(path);
-        if (it == after.end())
-            out.push_back(path + ": removed");
-        else if (it->second != sha)
-            out.push_back(path + ": changed (" + sha + " -> " + it->second + ")");
+        if (it == after.end()) out.push_back(path + ": removed");
+        else if (it->second != sha) out.push_back(path + ": changed (" + sha + " -> " + it->second + ")");
     }
     for (const auto& [path, sha] : after)
         if (!before.count(path)) out.push_back(path + ": added");
@@ -90,7 +88,8 @@ json probe_exercise_table(const std::vector<ProbeCandidate>& candidates) {
                      " (expected the 2x2 square)");
         for (size_t k = 1; k < 4; ++k)
             if (cells[k]->prompt != cells[0]->prompt)
-                fail("probe context ", family, ": candidates ", cells[0]->id, " and ", cells[k]->id, " have different prompts");
+                fail("probe context ", family, ": candidates ", cells[0]->id, " and ", cells[k]->id,
+                     " have different prompts");
         const double wrong_plain = cells[0]->score, wrong_polite = cells[1]->score;
         const double correct_plain = cells[2]->score, correct_polite = cells[3]->score;
         const double dc = correct_polite - correct_plain, dw = wrong_polite - wrong_plain;
@@ -133,11 +132,13 @@ static std::string exercise_note(const json& feedback) {
         "read the actor's outputs (RUN/eval/*-scored.json) too. ";
     const std::string kind = feedback.is_object() ? feedback.value("feedback_kind", "") : "";
     if (kind == "human")
-        return note + "The judge learned from votes people gave (RUN/reward/continuous.json names them); the probe "
-                      "candidates and their labels are the simulated rubric's.";
+        return note +
+               "The judge learned from votes people gave (RUN/reward/continuous.json names them); the probe "
+               "candidates and their labels are the simulated rubric's.";
     if (!feedback.is_null())
-        return note + "The judge learned from an AI labeller's votes, not from people; the probe candidates and their "
-                      "labels are the simulated rubric's.";
+        return note +
+               "The judge learned from an AI labeller's votes, not from people; the probe candidates and their "
+               "labels are the simulated rubric's.";
     return note + "The preferences are simulated by a rubric, not human feedback.";
 }
 
@@ -157,13 +158,15 @@ json run_exercise(const Study& s) {
     // The fixed candidates (gold/) over their prompts (eval/).
     const GoldLabels gold = load_gold(s.reader(), s.run.corpus());
     std::map<std::string, std::string> prompt_of;
-    for (const PromptRow& p : load_eval_prompts(s.reader(), s.run.corpus(), EvalPopulation::probe)) prompt_of[p.id] = p.prompt;
+    for (const PromptRow& p : load_eval_prompts(s.reader(), s.run.corpus(), EvalPopulation::probe))
+        prompt_of[p.id] = p.prompt;
     std::vector<ProbeCandidate> candidates;
     for (const GoldLabel& g : gold.rows) {
         if (g.population != "probe") continue;
         auto it = prompt_of.find(g.id);
         if (it == prompt_of.end()) fail("gold probe label ", g.id, " has no prompt in eval/probe_prompts.jsonl");
-        candidates.push_back({g.id, g.family, it->second, g.candidate_response, g.candidate_correct, g.candidate_polite, 0.0});
+        candidates.push_back(
+            {g.id, g.family, it->second, g.candidate_response, g.candidate_correct, g.candidate_polite, 0.0});
     }
     if (candidates.size() != prompt_of.size())
         fail("exercise: ", candidates.size(), " gold probe candidates for ", prompt_of.size(), " probe prompts");
@@ -173,7 +176,8 @@ json run_exercise(const Study& s) {
         for (size_t first = 0; first < candidates.size(); first += chunk) {
             const size_t last = std::min(candidates.size(), first + chunk);
             std::vector<ScoringRow> rows;
-            for (size_t i = first; i < last; ++i) rows.push_back(s.encode_row(candidates[i].prompt, candidates[i].response));
+            for (size_t i = first; i < last; ++i)
+                rows.push_back(s.encode_row(candidates[i].prompt, candidates[i].response));
             ScoringBatch b = s.batch(rows);
             std::vector<float> scores(static_cast<size_t>(b.B));
             scorer.reward_scores(b, *judge.head, scores.data(), false);
@@ -194,7 +198,8 @@ json run_exercise(const Study& s) {
     require_unchanged(before, after, "exercise");
     const std::string model_sha_after = checkpoint_sha256(s.model_dir);
     if (model_sha_after != s.model_sha256)
-        fail("exercise: the base checkpoint ", s.model_dir.string(), " changed (", s.model_sha256, " -> ", model_sha_after, ")");
+        fail("exercise: the base checkpoint ", s.model_dir.string(), " changed (", s.model_sha256, " -> ",
+             model_sha_after, ")");
 
     json identity = s.identity();
     identity["stage"] = "exercise";

@@ -169,7 +169,8 @@ ordered_json policy_metrics(const std::vector<EvalRow>& rows, bool validation) {
     ordered_json out;
     if (validation) {
         const std::vector<const EvalRow*> v = rows_of(rows, "validation");
-        if (v.size() != rows.size()) fail("validation metrics: ", rows.size() - v.size(), " rows are not validation rows");
+        if (v.size() != rows.size())
+            fail("validation metrics: ", rows.size() - v.size(), " rows are not validation rows");
         out["validation"] = population_metrics(v);
         out["validation_unique_contexts"] = population_metrics(unique_contexts(v));
         return out;

@@ -42,9 +42,7 @@ std::string json_cell(const json& v) {
 
 const char* const kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
 
-std::string not_run(std::string_view what) {
-    return "<p class=\"notrun\">not run: " + html_escape(what) + "</p>\n";
-}
+std::string not_run(std::string_view what) { return "<p class=\"notrun\">not run: " + html_escape(what) + "</p>\n"; }
 
 std::string section(std::string_view id, std::string_view title) {
     return "<h2 id=\"" + std::string(id) + "\">" + html_escape(title) + "</h2>\n";
@@ -146,16 +144,21 @@ std::string svg_plot(const PlotSpec& spec, std::string_view caption) {
             ++points;
         }
     }
-    std::string s = "<figure>\n<svg id=\"" + spec.id + "\" class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
-                    num(W) + "\" height=\"" + num(H) + "\" viewBox=\"0 0 " + num(W) + " " + num(H) + "\" role=\"img\">\n";
+    std::string s = "<figure>\n<svg id=\"" + spec.id +
+                    "\" class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W) + "\" height=\"" +
+                    num(H) + "\" viewBox=\"0 0 " + num(W) + " " + num(H) + "\" role=\"img\">\n";
     s += "<title>" + html_escape(spec.title) + "</title>\n";
     s += "<text x=\"" + num(left + pw / 2) + "\" y=\"18\" text-anchor=\"middle\" font-weight=\"bold\">" +
          html_escape(spec.title) + "</text>\n";
     if (points == 0) {
-        s += "<text x=\"" + num(W / 2) + "\" y=\"" + num(H / 2) + "\" text-anchor=\"middle\">no data (not run)</text>\n";
+        s +=
+            "<text x=\"" + num(W / 2) + "\" y=\"" + num(H / 2) + "\" text-anchor=\"middle\">no data (not run)</text>\n";
         return s + "</svg>\n<figcaption>" + html_escape(caption) + "</figcaption>\n</figure>\n";
     }
-    if (xmax == xmin) { xmin -= 1; xmax += 1; }
+    if (xmax == xmin) {
+        xmin -= 1;
+        xmax += 1;
+    }
     if (std::isfinite(spec.y_min) && std::isfinite(spec.y_max) && spec.y_max > spec.y_min) {
         const double pad = (spec.y_max - spec.y_min) * 0.05;
         ymin = std::min(ymin, spec.y_min) - pad;
@@ -176,20 +179,20 @@ std::string svg_plot(const PlotSpec& spec, std::string_view caption) {
          "\" fill=\"none\" stroke=\"#444\"/>\n";
     for (double t : plot_ticks(xmin, xmax, 5, integer_x)) {
         const std::string X = num(px(t), "%.2f");
-        s += "<line class=\"tick\" x1=\"" + X + "\" x2=\"" + X + "\" y1=\"" + num(top + ph) + "\" y2=\"" + num(top + ph + 5) +
-             "\" stroke=\"#444\"/><text x=\"" + X + "\" y=\"" + num(top + ph + 18) +
+        s += "<line class=\"tick\" x1=\"" + X + "\" x2=\"" + X + "\" y1=\"" + num(top + ph) + "\" y2=\"" +
+             num(top + ph + 5) + "\" stroke=\"#444\"/><text x=\"" + X + "\" y=\"" + num(top + ph + 18) +
              "\" text-anchor=\"middle\" font-size=\"11\">" + num(t) + "</text>\n";
     }
     for (double t : plot_ticks(ymin, ymax)) {
         const std::string Y = num(py(t), "%.2f");
-        s += "<line class=\"tick\" x1=\"" + num(left - 5) + "\" x2=\"" + num(left + pw) + "\" y1=\"" + Y + "\" y2=\"" + Y +
-             "\" stroke=\"#ddd\"/><text x=\"" + num(left - 8) + "\" y=\"" + Y +
+        s += "<line class=\"tick\" x1=\"" + num(left - 5) + "\" x2=\"" + num(left + pw) + "\" y1=\"" + Y + "\" y2=\"" +
+             Y + "\" stroke=\"#ddd\"/><text x=\"" + num(left - 8) + "\" y=\"" + Y +
              "\" text-anchor=\"end\" dominant-baseline=\"middle\" font-size=\"11\">" + num(t) + "</text>\n";
     }
     s += "<text x=\"" + num(left + pw / 2) + "\" y=\"" + num(H - 8) + "\" text-anchor=\"middle\" font-size=\"12\">" +
          html_escape(spec.x_label) + "</text>\n";
-    s += "<text transform=\"translate(16 " + num(top + ph / 2) + ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">" +
-         html_escape(spec.y_label) + "</text>\n";
+    s += "<text transform=\"translate(16 " + num(top + ph / 2) +
+         ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">" + html_escape(spec.y_label) + "</text>\n";
     // series
     for (size_t k = 0; k < spec.series.size(); ++k) {
         const PlotSeries& ser = spec.series[k];
@@ -201,8 +204,8 @@ std::string svg_plot(const PlotSpec& spec, std::string_view caption) {
             const std::string X = num(px(ser.x[i]), "%.2f"), Y = num(py(ser.y[i]), "%.2f");
             path += (shown == 0 ? "" : " ") + X + "," + Y;
             if (spec.scatter || ser.x.size() <= 60)
-                marks += "<circle cx=\"" + X + "\" cy=\"" + Y + "\" r=\"" + (spec.scatter ? "3" : "2.5") + "\" fill=\"" +
-                         colour + "\" fill-opacity=\"0.7\"/>";
+                marks += "<circle cx=\"" + X + "\" cy=\"" + Y + "\" r=\"" + (spec.scatter ? "3" : "2.5") +
+                         "\" fill=\"" + colour + "\" fill-opacity=\"0.7\"/>";
             ++shown;
         }
         s += "<g class=\"series\" data-name=\"" + html_escape(ser.name) + "\">";
@@ -250,10 +253,10 @@ std::vector<RolloutIterationSummary> score_rollouts(const fs::path& dir, const G
         for (const json& r : json_field(doc, "rollouts", where)) {
             const std::string prompt_id = json_string(r, "prompt_id", where);
             const int expected = gold.at(prompt_id).expected_action;
-            const RubricVerdict v = evaluate_response(json_string(r, "text", where),
-                                                      finish_reason_parse(json_string(r, "finish_reason", where)),
-                                                      expected);
-            RolloutPoint p{json_number(r, "sampled_logratio_sum", where), json_number(r, "score", where), v.rubric_success};
+            const RubricVerdict v = evaluate_response(
+                json_string(r, "text", where), finish_reason_parse(json_string(r, "finish_reason", where)), expected);
+            RolloutPoint p{json_number(r, "sampled_logratio_sum", where), json_number(r, "score", where),
+                           v.rubric_success};
             ++it.rollouts;
             it.rubric_successes += v.rubric_success;
             score_sum += p.score;
@@ -276,9 +279,9 @@ std::vector<RolloutIterationSummary> gold_versus_proxy(const fs::path& rollouts_
 }
 
 const std::vector<std::string> report_plot_ids = {
-    "plot-pretrain-loss", "plot-sft-loss",       "plot-judge-loss",      "plot-ppo-score",
-    "plot-ppo-kl",        "plot-ppo-value-loss", "plot-ppo-clipfrac",    "plot-gold-iterations", "plot-proxy-iterations",
-    "plot-gold-vs-kl",    "plot-proxy-vs-kl",    "plot-rollouts-score-kl", "plot-probe-deltas",
+    "plot-pretrain-loss",  "plot-sft-loss",          "plot-judge-loss",      "plot-ppo-score",        "plot-ppo-kl",
+    "plot-ppo-value-loss", "plot-ppo-clipfrac",      "plot-gold-iterations", "plot-proxy-iterations", "plot-gold-vs-kl",
+    "plot-proxy-vs-kl",    "plot-rollouts-score-kl", "plot-probe-deltas",
 };
 
 // ---- the report ---------------------------------------------------------
@@ -296,7 +299,8 @@ const char* const kScope[] = {
 // files' sha256 and counts when they were votes.
 std::string judge_source_line(const RunLayout& run) {
     const fs::path f = run.report("reward", kMode);
-    if (!exists_file(f)) return "<p id=\"judge-source\">Judge trained on: not run yet (RUN/reward/continuous.json).</p>\n";
+    if (!exists_file(f))
+        return "<p id=\"judge-source\">Judge trained on: not run yet (RUN/reward/continuous.json).</p>\n";
     const json fb = judge_feedback(run.root);
     if (fb.is_null())
         return "<p id=\"judge-source\">Judge trained on the corpus's simulated preference pairs "
@@ -304,25 +308,26 @@ std::string judge_source_line(const RunLayout& run) {
     const std::string where = f.string() + ": identity.data.feedback";
     const std::string kind = json_string(fb, "feedback_kind", where);
     const json& counts = json_field(fb, "counts", where);
-    std::string s = "<p id=\"judge-source\">Judge trained on " + std::string(kind == "human" ? "human" : "AI") +
-                    " votes: " + std::to_string(json_int(counts, "train", where)) + " train, " +
-                    std::to_string(json_int(counts, "validation", where)) + " validation and " +
-                    std::to_string(json_int(counts, "test", where)) + " held-out test binary labels; " +
-                    std::to_string(json_int(fb, "ties", where)) + " ties and " +
-                    std::to_string(json_int(fb, "rejects", where)) +
-                    " rejects counted, not trained on. Candidate file sha256 <code>" +
-                    html_escape(json_string(json_field(fb, "candidate_file", where), "sha256", where)) +
-                    "</code> (SFT checkpoint sha256 <code>" +
-                    html_escape(json_string(json_field(fb, "candidate_file", where), "checkpoint_sha256", where)) +
-                    "</code>).</p>\n<table id=\"vote-files\">\n<tr><th>vote file</th><th>sha256</th><th>kind</th><th>who</th>"
-                    "<th>votes</th><th>binary</th><th>ties</th><th>rejects</th></tr>\n";
+    std::string s =
+        "<p id=\"judge-source\">Judge trained on " + std::string(kind == "human" ? "human" : "AI") +
+        " votes: " + std::to_string(json_int(counts, "train", where)) + " train, " +
+        std::to_string(json_int(counts, "validation", where)) + " validation and " +
+        std::to_string(json_int(counts, "test", where)) + " held-out test binary labels; " +
+        std::to_string(json_int(fb, "ties", where)) + " ties and " + std::to_string(json_int(fb, "rejects", where)) +
+        " rejects counted, not trained on. Candidate file sha256 <code>" +
+        html_escape(json_string(json_field(fb, "candidate_file", where), "sha256", where)) +
+        "</code> (SFT checkpoint sha256 <code>" +
+        html_escape(json_string(json_field(fb, "candidate_file", where), "checkpoint_sha256", where)) +
+        "</code>).</p>\n<table id=\"vote-files\">\n<tr><th>vote file</th><th>sha256</th><th>kind</th><th>who</th>"
+        "<th>votes</th><th>binary</th><th>ties</th><th>rejects</th></tr>\n";
     for (const json& v : json_field(fb, "files", where)) {
         if (!v.is_object()) fail(where, ": field 'files' must hold objects, got ", v.type_name());
-        s += "<tr><td>" + json_cell(v.value("path", json())) + "</td><td><code>" + json_cell(v.value("sha256", json())) +
-             "</code></td><td>" + json_cell(v.value("kind", json())) + "</td><td>" +
-             json_cell(v.contains("participant") ? v["participant"] : v.value("labeler", json())) + "</td><td>" +
-             json_cell(v.value("votes", json())) + "</td><td>" + json_cell(v.value("binary", json())) + "</td><td>" +
-             json_cell(v.value("ties", json())) + "</td><td>" + json_cell(v.value("rejects", json())) + "</td></tr>\n";
+        s += "<tr><td>" + json_cell(v.value("path", json())) + "</td><td><code>" +
+             json_cell(v.value("sha256", json())) + "</code></td><td>" + json_cell(v.value("kind", json())) +
+             "</td><td>" + json_cell(v.contains("participant") ? v["participant"] : v.value("labeler", json())) +
+             "</td><td>" + json_cell(v.value("votes", json())) + "</td><td>" + json_cell(v.value("binary", json())) +
+             "</td><td>" + json_cell(v.value("ties", json())) + "</td><td>" + json_cell(v.value("rejects", json())) +
+             "</td></tr>\n";
     }
     return s + "</table>\n";
 }
@@ -340,7 +345,9 @@ std::string render_training(const RunLayout& run) {
             if (d.contains("training") && d["training"].contains("loss_curve")) {
                 const json& curve = d["training"]["loss_curve"];
                 for (size_t i = 0; i < curve.size(); ++i) {
-                    if (!curve[i].is_number()) fail(where, ": field 'training.loss_curve[", i, "]' must be a number, got ", curve[i].type_name());
+                    if (!curve[i].is_number())
+                        fail(where, ": field 'training.loss_curve[", i, "]' must be a number, got ",
+                             curve[i].type_name());
                     ser.x.push_back(static_cast<double>(i + 1));
                     ser.y.push_back(curve[i].get<double>());
                 }
@@ -357,8 +364,9 @@ std::string render_training(const RunLayout& run) {
             Curve c = history_curve(read_json_file(f), f.string(), "mean_token_logprob", true);
             p.series = {c.train, c.validation};
         }
-        s += svg_plot(p, "SFT: training loss per update and validation negative mean token log-prob per epoch "
-                         "(RUN/sft/continuous.json).");
+        s += svg_plot(p,
+                      "SFT: training loss per update and validation negative mean token log-prob per epoch "
+                      "(RUN/sft/continuous.json).");
     }
     // judge
     json judge;
@@ -370,17 +378,20 @@ std::string render_training(const RunLayout& run) {
             Curve c = history_curve(judge, f.string(), "loss", false);
             p.series = {c.train, c.validation};
         }
-        s += svg_plot(p, "Judge: pairwise −log σ(s_chosen − s_rejected) per update and on validation pairs per epoch "
-                         "(RUN/reward/continuous.json).");
+        s += svg_plot(p,
+                      "Judge: pairwise −log σ(s_chosen − s_rejected) per update and on validation pairs per epoch "
+                      "(RUN/reward/continuous.json).");
     }
     s += "<h3>Judge validation and test</h3>\n";
     if (judge.is_object() && judge.contains("validation_history")) {
-        s += "<table>\n<tr><th>epoch</th><th>pairs</th><th>correct</th><th>ties</th><th>accuracy</th><th>loss</th><th>used for selection</th></tr>\n";
+        s += "<table>\n<tr><th>epoch</th><th>pairs</th><th>correct</th><th>ties</th><th>accuracy</th><th>loss</"
+             "th><th>used for selection</th></tr>\n";
         for (const json& v : judge["validation_history"])
             s += "<tr><td>" + json_cell(v.value("epoch", json())) + "</td><td>" + json_cell(v.value("pairs", json())) +
-                 "</td><td>" + json_cell(v.value("correct", json())) + "</td><td>" + json_cell(v.value("ties", json())) +
-                 "</td><td>" + json_cell(v.value("accuracy", json())) + "</td><td>" + json_cell(v.value("loss", json())) +
-                 "</td><td>" + json_cell(v.value("used_for_selection", json())) + "</td></tr>\n";
+                 "</td><td>" + json_cell(v.value("correct", json())) + "</td><td>" +
+                 json_cell(v.value("ties", json())) + "</td><td>" + json_cell(v.value("accuracy", json())) +
+                 "</td><td>" + json_cell(v.value("loss", json())) + "</td><td>" +
+                 json_cell(v.value("used_for_selection", json())) + "</td></tr>\n";
         s += "</table>\n";
     } else {
         s += not_run("judge training (RUN/reward/continuous.json)");
@@ -402,10 +413,11 @@ std::string render_training(const RunLayout& run) {
             const json d = read_json_file(vt);
             const std::string where = vt.string();
             s += "<p id=\"vote-test\">Judge on the held-out test votes (never used for selection): " +
-                 std::to_string(json_int(d, "correct", where)) + " of " + std::to_string(json_int(d, "examples", where)) +
-                 " preferred answers scored higher, " + std::to_string(json_int(d, "ties", where)) +
-                 " score ties, pair loss " + num(json_number(d, "pair_loss", where)) + ", accuracy " +
-                 num(json_number(d, "accuracy", where)) + ".</p>\n";
+                 std::to_string(json_int(d, "correct", where)) + " of " +
+                 std::to_string(json_int(d, "examples", where)) + " preferred answers scored higher, " +
+                 std::to_string(json_int(d, "ties", where)) + " score ties, pair loss " +
+                 num(json_number(d, "pair_loss", where)) + ", accuracy " + num(json_number(d, "accuracy", where)) +
+                 ".</p>\n";
         } else {
             s += not_run("the judge on the held-out test votes (ppolab reward-test; RUN/reward/vote-test.json)");
         }
@@ -424,13 +436,16 @@ std::string render_ppo(const RunLayout& run) {
         if (r.contains("identity") && r["identity"].contains("data") && r["identity"]["data"].contains("feedback")) {
             const json& d = r["identity"]["data"];
             s += "<p id=\"ppo-prompts\">PPO rolled out on the " +
-                 json_cell(d.contains("rollout_prompts") && d["rollout_prompts"].is_object() ? d["rollout_prompts"].value("count", json()) : json()) +
+                 json_cell(d.contains("rollout_prompts") && d["rollout_prompts"].is_object()
+                               ? d["rollout_prompts"].value("count", json())
+                               : json()) +
                  " prompts of the train-split vote labels (labels sha256 <code>" +
-                 json_cell(d.value("labels_sha256", json())) + "</code>), against the judge learned from those votes.</p>\n";
+                 json_cell(d.value("labels_sha256", json())) +
+                 "</code>), against the judge learned from those votes.</p>\n";
         }
     }
     using namespace metric;
-    const char* keys[] = {kScores,    kRlhfReward, kNonScoreReward, kKl, kApproxKl, kValueLoss,
+    const char* keys[] = {kScores,     kRlhfReward,   kNonScoreReward,   kKl, kApproxKl, kValueLoss,
                           kPolicyLoss, kClipFraction, kExplainedVariance};
     for (const char* k : keys) m[k].name = k;
     for (const json& h : history) {
@@ -440,17 +455,20 @@ std::string render_ppo(const RunLayout& run) {
             m[k].y.push_back(json_number(h, k, f.string()));
         }
     }
-    s += svg_plot({"plot-ppo-score", "PPO score", "iteration", "mean per rollout",
-                   {m[kScores], m[kRlhfReward], m[kNonScoreReward]}, false},
+    s += svg_plot({"plot-ppo-score",
+                   "PPO score",
+                   "iteration",
+                   "mean per rollout",
+                   {m[kScores], m[kRlhfReward], m[kNonScoreReward]},
+                   false},
                   "Judge score of the rollouts (objective/scores), with the KL penalty (non_score_reward) and their "
                   "sum (rlhf_reward); TRL definitions.");
-    s += svg_plot({"plot-ppo-kl", "KL to the reference", "iteration", "nats",
-                   {m[kKl], m[kApproxKl]}, false},
+    s += svg_plot({"plot-ppo-kl", "KL to the reference", "iteration", "nats", {m[kKl], m[kApproxKl]}, false},
                   "objective/kl: per-sequence sum of sampled log-ratios to the SFT reference, mean over sequences; "
                   "policy/approxkl: between the rollout policy and the updated one.");
-    s += svg_plot({"plot-ppo-value-loss", "Critic and actor losses", "iteration", "loss",
-                   {m[kValueLoss], m[kPolicyLoss]}, false},
-                  "Value (critic) loss and clipped policy loss per iteration.");
+    s += svg_plot(
+        {"plot-ppo-value-loss", "Critic and actor losses", "iteration", "loss", {m[kValueLoss], m[kPolicyLoss]}, false},
+        "Value (critic) loss and clipped policy loss per iteration.");
     s += svg_plot({"plot-ppo-clipfrac", "Clip fraction", "iteration", "fraction", {m[kClipFraction]}, false, 0.0, 1.0},
                   "Fraction of response tokens whose probability ratio was clipped.");
     if (history.empty()) {
@@ -483,9 +501,10 @@ std::string render_token_tables(const fs::path& dir) {
             const json& r = rollouts[i];
             s += "<details open><summary>" + html_escape(json_string(r, "rollout_id", where)) + " — prompt " +
                  html_escape(json_string(r, "prompt_id", where)) + ", finish " +
-                 html_escape(json_string(r, "finish_reason", where)) + ", score " + num(json_number(r, "score", where)) +
-                 ", sampled log-ratio sum " + num(json_number(r, "sampled_logratio_sum", where)) +
-                 "</summary>\n<p class=\"text\">" + html_escape(json_string(r, "text", where)) + "</p>\n";
+                 html_escape(json_string(r, "finish_reason", where)) + ", score " +
+                 num(json_number(r, "score", where)) + ", sampled log-ratio sum " +
+                 num(json_number(r, "sampled_logratio_sum", where)) + "</summary>\n<p class=\"text\">" +
+                 html_escape(json_string(r, "text", where)) + "</p>\n";
             s += "<table class=\"tokens\">\n<tr><th>#</th><th>token</th><th>text</th><th>old_logp</th><th>ref_logp</th>"
                  "<th>reward</th><th>value</th><th>advantage</th><th>return</th></tr>\n";
             const json& tokens = json_field(r, "tokens", where);
@@ -538,22 +557,42 @@ std::string render_gold_proxy(const RunLayout& run) {
         ser.x.push_back(p.logratio);
         ser.y.push_back(p.score);
     }
-    s += svg_plot({"plot-gold-iterations", "Gold: rubric success per iteration", "iteration", "rubric success rate",
-                   {success}, false, 0.0, 1.0},
+    s += svg_plot({"plot-gold-iterations",
+                   "Gold: rubric success per iteration",
+                   "iteration",
+                   "rubric success rate",
+                   {success},
+                   false,
+                   0.0,
+                   1.0},
                   "Rubric success rate of each iteration's rollouts (gold, scored after training).");
-    s += svg_plot({"plot-proxy-iterations", "Proxy: judge score per iteration", "iteration", "mean judge score",
-                   {score}, false},
-                  "Mean learned score of the same rollouts (proxy: a predicted simulated-preference score).");
-    s += svg_plot({"plot-gold-vs-kl", "Gold: rubric success vs KL", "mean sampled log-ratio sum (KL)",
-                   "rubric success rate", {success_kl}, true, 0.0, 1.0},
+    s += svg_plot(
+        {"plot-proxy-iterations", "Proxy: judge score per iteration", "iteration", "mean judge score", {score}, false},
+        "Mean learned score of the same rollouts (proxy: a predicted simulated-preference score).");
+    s += svg_plot({"plot-gold-vs-kl",
+                   "Gold: rubric success vs KL",
+                   "mean sampled log-ratio sum (KL)",
+                   "rubric success rate",
+                   {success_kl},
+                   true,
+                   0.0,
+                   1.0},
                   "One point per PPO iteration: rubric success of its rollouts against their mean sampled "
                   "log-ratio to the reference.");
-    s += svg_plot({"plot-proxy-vs-kl", "Proxy: judge score vs KL", "mean sampled log-ratio sum (KL)",
-                   "mean judge score", {score_kl}, true},
+    s += svg_plot({"plot-proxy-vs-kl",
+                   "Proxy: judge score vs KL",
+                   "mean sampled log-ratio sum (KL)",
+                   "mean judge score",
+                   {score_kl},
+                   true},
                   "One point per PPO iteration: mean learned score against the same KL; a proxy that rises while "
                   "gold falls is over-optimisation.");
-    s += svg_plot({"plot-rollouts-score-kl", "Every rollout: judge score vs log-ratio", "sampled log-ratio sum",
-                   "judge score", {ok, bad}, true},
+    s += svg_plot({"plot-rollouts-score-kl",
+                   "Every rollout: judge score vs log-ratio",
+                   "sampled log-ratio sum",
+                   "judge score",
+                   {ok, bad},
+                   true},
                   "Each saved rollout, coloured by its rubric verdict.");
     if (!missing.empty()) return s + not_run(missing);
     s += "<table>\n<tr><th>iteration</th><th>rollouts</th><th>rubric successes</th><th>rubric success rate</th>"
@@ -571,7 +610,8 @@ std::string render_evaluation(const RunLayout& run) {
     const fs::path f = metrics_path(run, EvalSet::held_out);
     if (!exists_file(f)) return s + not_run("evaluate (RUN/eval/metrics.json)");
     const json metrics = read_json_file(f);
-    if (!metrics.is_object()) fail(f.string(), ": expected an object {policy: {population: metrics}}, got ", metrics.type_name());
+    if (!metrics.is_object())
+        fail(f.string(), ": expected an object {policy: {population: metrics}}, got ", metrics.type_name());
     const char* populations[] = {"test", "probe_rows", "probe_unique_contexts", "all_rows", "all_unique_contexts"};
     const char* columns[] = {"rows",
                              "distinct_prompts",
@@ -600,7 +640,8 @@ std::string render_evaluation(const RunLayout& run) {
     // side by side
     s += "<h3 id=\"side-by-side\">SFT and PPO answers side by side</h3>\n";
     const fs::path sft = scored_path(run, EvalSet::held_out, "sft"), ppo = scored_path(run, EvalSet::held_out, "ppo");
-    if (!exists_file(sft) || !exists_file(ppo)) return s + not_run("scored generations (RUN/eval/{sft,ppo}-scored.json)");
+    if (!exists_file(sft) || !exists_file(ppo))
+        return s + not_run("scored generations (RUN/eval/{sft,ppo}-scored.json)");
     const json a = read_json_file(sft), b = read_json_file(ppo);
     std::map<std::string, const json*> ppo_rows;
     for (const json& r : json_field(b, "rows_detail", ppo.string())) ppo_rows[json_string(r, "id", ppo.string())] = &r;
@@ -653,27 +694,35 @@ std::string render_exercise(const RunLayout& run) {
             wrong.y.push_back(json_number(c, "incorrect_politeness_delta", where));
         }
     }
-    s += svg_plot({"plot-probe-deltas", "Probe factorial: politeness deltas per context", "probe context",
-                   "judge score delta (polite − plain)", {correct, wrong}, true},
+    s += svg_plot({"plot-probe-deltas",
+                   "Probe factorial: politeness deltas per context",
+                   "probe context",
+                   "judge score delta (polite − plain)",
+                   {correct, wrong},
+                   true},
                   "Per probe context, what the frozen judge adds for politeness alone, for correct and for wrong "
                   "advice (20 contexts, 80 fixed candidates; nothing refitted).");
     if (e.is_null()) return s + not_run("exercise (RUN/exercise.json)");
     const json& summary = json_field(e, "summary", where);
-    s += table_from_keys({{"contexts", summary.value("contexts", json())},
-                          {"candidates", summary.value("candidates", json())},
-                          {"wrong-and-polite outranks correct-and-plain (contexts)",
-                           summary.value("wrong_polite_outranks_correct_plain_contexts", json())},
-                          {"correct politeness delta > 0 (contexts)", summary.value("correct_politeness_delta_positive_contexts", json())},
-                          {"wrong politeness delta > 0 (contexts)", summary.value("incorrect_politeness_delta_positive_contexts", json())},
-                          {"mean correct politeness delta", summary.value("mean_correct_politeness_delta", json())},
-                          {"mean wrong politeness delta", summary.value("mean_incorrect_politeness_delta", json())},
-                          {"judge unchanged (sha256 before = after)",
-                           e.contains("judge_learned_sha256") ? json(e["judge_learned_sha256"].value("before", std::string()) ==
-                                                                      e["judge_learned_sha256"].value("after", std::string("?")))
-                                                              : json()},
-                          {"artefacts unchanged", e.value("artefacts_unchanged", json())}});
+    s += table_from_keys(
+        {{"contexts", summary.value("contexts", json())},
+         {"candidates", summary.value("candidates", json())},
+         {"wrong-and-polite outranks correct-and-plain (contexts)",
+          summary.value("wrong_polite_outranks_correct_plain_contexts", json())},
+         {"correct politeness delta > 0 (contexts)",
+          summary.value("correct_politeness_delta_positive_contexts", json())},
+         {"wrong politeness delta > 0 (contexts)",
+          summary.value("incorrect_politeness_delta_positive_contexts", json())},
+         {"mean correct politeness delta", summary.value("mean_correct_politeness_delta", json())},
+         {"mean wrong politeness delta", summary.value("mean_incorrect_politeness_delta", json())},
+         {"judge unchanged (sha256 before = after)",
+          e.contains("judge_learned_sha256") ? json(e["judge_learned_sha256"].value("before", std::string()) ==
+                                                    e["judge_learned_sha256"].value("after", std::string("?")))
+                                             : json()},
+         {"artefacts unchanged", e.value("artefacts_unchanged", json())}});
     s += "<table>\n<tr><th>context</th><th>correct plain</th><th>correct polite</th><th>wrong plain</th><th>wrong "
-         "polite</th><th>Δ politeness (correct)</th><th>Δ politeness (wrong)</th><th>wrong-polite &gt; correct-plain</th></tr>\n";
+         "polite</th><th>Δ politeness (correct)</th><th>Δ politeness (wrong)</th><th>wrong-polite &gt; "
+         "correct-plain</th></tr>\n";
     for (const json& c : json_field(summary, "per_context", where)) {
         const json& sc = json_field(c, "scores", where);
         s += "<tr><td>" + html_escape(json_string(c, "context", where)) + "</td>";
@@ -683,8 +732,9 @@ std::string render_exercise(const RunLayout& run) {
              num(json_number(c, "incorrect_politeness_delta", where)) + "</td><td>" +
              json_cell(c.value("wrong_polite_outranks_correct_plain", json())) + "</td></tr>\n";
     }
-    return s + "</table>\n<p>A score gain is neither human satisfaction nor, alone, proof that PPO exploits the bias: "
-               "read the actor's answers above too.</p>\n";
+    return s +
+           "</table>\n<p>A score gain is neither human satisfaction nor, alone, proof that PPO exploits the bias: "
+           "read the actor's answers above too.</p>\n";
 }
 
 std::string render_run_facts(const RunLayout& run) {
@@ -707,8 +757,8 @@ std::string render_run_facts(const RunLayout& run) {
     s += "<table>\n<tr><th>step</th><th>seconds</th><th>command</th></tr>\n";
     if (d.contains("steps") && d["steps"].is_object())
         for (const auto& [step, v] : d["steps"].items())
-            s += "<tr><td>" + html_escape(step) + "</td><td>" + json_cell(v.value("seconds", json())) + "</td><td><code>" +
-                 html_escape(v.value("command", std::string())) + "</code></td></tr>\n";
+            s += "<tr><td>" + html_escape(step) + "</td><td>" + json_cell(v.value("seconds", json())) +
+                 "</td><td><code>" + html_escape(v.value("command", std::string())) + "</code></td></tr>\n";
     return s + "</table>\n";
 }
 

@@ -44,11 +44,11 @@ struct PlotSeries {
 };
 
 struct PlotSpec {
-    std::string id;       // the <svg id>, unique in the page
+    std::string id;  // the <svg id>, unique in the page
     std::string title;
     std::string x_label, y_label;
     std::vector<PlotSeries> series;
-    bool scatter = false;  // markers only (true) or lines with markers
+    bool scatter = false;             // markers only (true) or lines with markers
     double y_min = NAN, y_max = NAN;  // a fixed y range (rates: 0..1) when both are finite
 };
 

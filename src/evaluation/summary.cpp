@@ -53,7 +53,7 @@ std::string sig3(const json& x) {
     if (!std::isfinite(v)) return v != v ? "nan" : v > 0 ? "inf" : "-inf";
     if (v == 0) return "0";
     std::string s = format("%#.3g", v);  // keeps trailing zeros: 0.0100
-    if (s.back() == '.') s.pop_back();  // "100." → "100"
+    if (s.back() == '.') s.pop_back();   // "100." → "100"
     return s;
 }
 
@@ -88,10 +88,9 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
     const json& rt = at(r, {"reward_test"});
     if (rt.is_object())
         line(format("judge          %lld of %lld held-out test pairs ranked correctly (accuracy %s)",
-                    static_cast<long long>(rt["correct"].get<int64_t>()), static_cast<long long>(rt["pairs"].get<int64_t>()),
-                    sig3(rt["accuracy"]).c_str()));
-    else
-        line(std::string("judge          ") + kNone + " (no reward-test result)");
+                    static_cast<long long>(rt["correct"].get<int64_t>()),
+                    static_cast<long long>(rt["pairs"].get<int64_t>()), sig3(rt["accuracy"]).c_str()));
+    else line(std::string("judge          ") + kNone + " (no reward-test result)");
     std::string checks = "resume checks ";
     for (const char* s : {"sft", "reward", "ppo"}) {
         const json& c = at(r, {"resume_checks", s});
@@ -111,7 +110,7 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
             cells.push_back(format("%-22s", at(s, {"step"}).get<std::string>().c_str()) +
                             right(v.is_number() ? format("%.2f", v.get<double>() / 60) : kNone, 6));
         }
-    line(format("minutes        %.2f in all; per step (" , total / 60) + kNone + ": finished before an interruption):");
+    line(format("minutes        %.2f in all; per step (", total / 60) + kNone + ": finished before an interruption):");
     for (size_t i = 0; i < cells.size(); i += 3) {
         std::string row = "  ";
         for (size_t j = i; j < std::min(i + 3, cells.size()); ++j) row += cells[j] + "   ";

@@ -40,8 +40,9 @@ CandidateResponse parse_response(const json& j, const std::string& at) {
     if (ids.empty()) fail(at, ": field 'token_ids' must not be empty (a response has at least one token)");
     for (size_t i = 0; i < ids.size(); ++i) {
         const json& id = ids[i];
-        if (!id.is_number_integer() || (id.is_number_unsigned() ? id.get<uint64_t>() > kMaxTokenId
-                                                                  : id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId))
+        if (!id.is_number_integer() ||
+            (id.is_number_unsigned() ? id.get<uint64_t>() > kMaxTokenId
+                                     : id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId))
             fail(at, ": field 'token_ids[", i, "]' must be an integer in [0, ", kMaxTokenId, "], got ", id.dump());
         r.token_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
     }
@@ -132,14 +133,15 @@ std::vector<std::string> assign_feedback_splits(int64_t n, uint64_t seed, double
         fail("feedback splits: train_fraction ", train_fraction, " and validation_fraction ", validation_fraction,
              " must be in [0, 1] with a sum <= 1");
     const int64_t n_train = static_cast<int64_t>(std::llround(static_cast<double>(n) * train_fraction));
-    const int64_t n_validation =
-        std::min<int64_t>(n - n_train, static_cast<int64_t>(std::llround(static_cast<double>(n) * validation_fraction)));
+    const int64_t n_validation = std::min<int64_t>(
+        n - n_train, static_cast<int64_t>(std::llround(static_cast<double>(n) * validation_fraction)));
     Philox rng(seed, 5);
     const std::vector<int64_t> order = rng.permutation(n);
     std::vector<std::string> split(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k)
-        split[static_cast<size_t>(order[static_cast<size_t>(k)])] =
-            k < n_train ? "train" : k < n_train + n_validation ? "validation" : "test";
+        split[static_cast<size_t>(order[static_cast<size_t>(k)])] = k < n_train                  ? "train"
+                                                                    : k < n_train + n_validation ? "validation"
+                                                                                                 : "test";
     return split;
 }
 

@@ -34,10 +34,10 @@ struct CandidateResponse {
 };
 
 struct CandidatePair {
-    std::string id;        // unique in the file
-    std::string split;     // train | validation | test
-    std::string prompt_id; // the corpus prompt's id
-    std::string prompt;    // the user's text (rendered with the chat template when scored)
+    std::string id;         // unique in the file
+    std::string split;      // train | validation | test
+    std::string prompt_id;  // the corpus prompt's id
+    std::string prompt;     // the user's text (rendered with the chat template when scored)
     CandidateResponse a, b;
 };
 

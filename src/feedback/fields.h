@@ -18,9 +18,9 @@
 namespace ppolab::feedback_detail {
 
 // Limits of the name-like fields, in bytes of UTF-8.
-inline constexpr size_t kMaxNameBytes = 200;  // participant, labeler
-inline constexpr size_t kMaxIdBytes = 200;    // pair ids, prompt ids
-inline constexpr size_t kMaxNoteBytes = 1000; // created_by
+inline constexpr size_t kMaxNameBytes = 200;   // participant, labeler
+inline constexpr size_t kMaxIdBytes = 200;     // pair ids, prompt ids
+inline constexpr size_t kMaxNoteBytes = 1000;  // created_by
 
 // `obj` must be an object holding every `required` key and no key outside
 // `required` ∪ `optional`.
@@ -75,8 +75,8 @@ inline std::string printable_text_problem(std::string_view s) {
             valid = (b & 0xC0u) == 0x80u;
             cp = (cp << 6) | (b & 0x3Fu);
         }
-        if (valid && ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-                      (cp >= 0xD800 && cp <= 0xDFFF)))
+        if (valid &&
+            ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF)))
             valid = false;
         if (!valid) return "is not valid UTF-8 (at byte " + std::to_string(i) + ")";
         if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F)) return at("the control character", cp, i);
@@ -95,8 +95,7 @@ inline std::string printable_text_problem(std::string_view s) {
 inline void check_printable_text(std::string_view text, std::string_view key, std::string_view where,
                                  size_t max_bytes) {
     std::string problem = printable_text_problem(text);
-    if (problem.empty() && text.size() > max_bytes)
-        problem = "is " + std::to_string(text.size()) + " bytes long";
+    if (problem.empty() && text.size() > max_bytes) problem = "is " + std::to_string(text.size()) + " bytes long";
     if (!problem.empty())
         fail(where, ": field '", key, "' must be printable UTF-8 text of at most ", max_bytes,
              " bytes (no control characters); it ", problem);

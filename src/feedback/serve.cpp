@@ -41,10 +41,11 @@ VoteSession::VoteSession(CandidateFile candidates, std::string candidate_file_sh
              " differs from the candidate file's ", candidates_.checkpoint_sha256, "; choose another --out");
     if (earlier.candidate_file_sha256 != candidate_sha256_)
         fail(where, ": exists but was made for another candidate file (candidate_file_sha256 ",
-             earlier.candidate_file_sha256.empty() ? std::string("missing") : earlier.candidate_file_sha256, ", this one is ",
-             candidate_sha256_, "); choose another --out");
+             earlier.candidate_file_sha256.empty() ? std::string("missing") : earlier.candidate_file_sha256,
+             ", this one is ", candidate_sha256_, "); choose another --out");
     for (const Vote& v : earlier.votes)
-        if (!candidates_.find(v.pair_id)) fail(where, ": exists but votes on pair '", v.pair_id, "', unknown to the candidates");
+        if (!candidates_.find(v.pair_id))
+            fail(where, ": exists but votes on pair '", v.pair_id, "', unknown to the candidates");
     file_ = std::move(earlier);
     for (const Vote& v : file_.votes) voted_.insert(v.pair_id);
 }
@@ -56,12 +57,9 @@ const CandidatePair* VoteSession::next_pair() const {
 }
 
 json VoteSession::state() const {
-    json s{{"consented", file_.consent},
-           {"participant", file_.participant},
-           {"total", total()},
-           {"voted", voted()},
-           {"out", out_.string()},
-           {"pair", nullptr}};
+    json s{{"consented", file_.consent}, {"participant", file_.participant},
+           {"total", total()},           {"voted", voted()},
+           {"out", out_.string()},       {"pair", nullptr}};
     if (file_.consent)
         if (const CandidatePair* p = next_pair())
             s["pair"] = {{"id", p->id}, {"prompt", p->prompt}, {"a", p->a.text}, {"b", p->b.text}};
@@ -204,7 +202,8 @@ std::optional<HttpRequest> parse_http_request(std::string_view bytes) {
     while (line_end != std::string_view::npos) {
         const size_t start = line_end + 2;
         line_end = head.find("\r\n", start);
-        const std::string_view line = head.substr(start, line_end == std::string_view::npos ? head.npos : line_end - start);
+        const std::string_view line =
+            head.substr(start, line_end == std::string_view::npos ? head.npos : line_end - start);
         const size_t colon = line.find(':');
         if (colon == std::string_view::npos || !is_token(line.substr(0, colon)))
             fail("HTTP header line is malformed (expected 'Name: value' with a token name and no space before ':')");
@@ -261,7 +260,8 @@ HttpResponse handle_vote_request(VoteSession& session, const HttpRequest& r, int
     std::string path = r.target.substr(0, r.target.find('?'));
     if (r.method == "GET" && (path == "/" || path == "/index.html"))
         return HttpResponse{200, "text/html; charset=utf-8", vote_page_html()};
-    if (r.method == "GET" && path == "/api/state") return HttpResponse{200, "application/json", response_json(session.state())};
+    if (r.method == "GET" && path == "/api/state")
+        return HttpResponse{200, "application/json", response_json(session.state())};
     if (r.method == "POST" && (path == "/api/consent" || path == "/api/vote")) {
         if (!r.origin.empty() && r.origin != "http://127.0.0.1:" + p && r.origin != "http://localhost:" + p)
             return error(403, "cross-origin request refused (Origin '" + r.origin + "')");
@@ -332,7 +332,8 @@ public:
         stop.sa_handler = on_stop_signal;
         sigemptyset(&stop.sa_mask);
         g_stop = 0;
-        if (sigaction(SIGINT, &stop, &old_int_) != 0) fail("feedback serve: cannot handle SIGINT: ", std::strerror(errno));
+        if (sigaction(SIGINT, &stop, &old_int_) != 0)
+            fail("feedback serve: cannot handle SIGINT: ", std::strerror(errno));
         if (sigaction(SIGTERM, &stop, &old_term_) != 0) {
             const std::string why = std::strerror(errno);
             sigaction(SIGINT, &old_int_, nullptr);
@@ -347,7 +348,8 @@ public:
     StopSignals& operator=(const StopSignals&) = delete;
 
 private:
-    struct sigaction old_int_ {}, old_term_ {};
+    struct sigaction old_int_ {
+    }, old_term_{};
 };
 
 const char* status_text(int status) {
@@ -372,8 +374,8 @@ std::string response_bytes(HttpResponse r) {
                          response_json(json{{"error", "the response would be " + std::to_string(r.body.size()) +
                                                           " bytes, over the server's limit of " +
                                                           std::to_string(kHttpMaxResponse)}})};
-    return "HTTP/1.1 " + std::to_string(r.status) + " " + status_text(r.status) + "\r\nContent-Type: " + r.content_type +
-           "\r\nContent-Length: " + std::to_string(r.body.size()) +
+    return "HTTP/1.1 " + std::to_string(r.status) + " " + status_text(r.status) +
+           "\r\nContent-Type: " + r.content_type + "\r\nContent-Length: " + std::to_string(r.body.size()) +
            "\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n" + r.body;
 }
 
@@ -449,7 +451,7 @@ public:
             const ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, 0);
             if (n < 0 && errno == EINTR) continue;
             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-            if (n <= 0) return false;  // closed (or failed) before a whole request: nothing to answer
+            if (n <= 0) return false;                  // closed (or failed) before a whole request: nothing to answer
             if (c.phase == Phase::draining) continue;  // discarded
             if (c.received == 0) c.since = now;
             c.received += static_cast<size_t>(n);
@@ -476,20 +478,23 @@ public:
         if (c.received == 0) return now - c.accepted <= kServeHeaderDeadline;  // idle: closed, nothing to say
         const bool has_header = c.in.find("\r\n\r\n") != std::string::npos;
         if (!has_header && now - c.accepted > kServeHeaderDeadline)
-            return answer(c, error_response(408, "the request header did not arrive within " +
-                                                     std::to_string(kServeHeaderDeadline.count()) + " ms"),
+            return answer(c,
+                          error_response(408, "the request header did not arrive within " +
+                                                  std::to_string(kServeHeaderDeadline.count()) + " ms"),
                           now);
         if (now - c.accepted > kServeRequestDeadline)
-            return answer(c, error_response(408, "the request did not arrive within " +
-                                                     std::to_string(kServeRequestDeadline.count()) + " ms"),
+            return answer(c,
+                          error_response(408, "the request did not arrive within " +
+                                                  std::to_string(kServeRequestDeadline.count()) + " ms"),
                           now);
         const auto sending = std::chrono::duration_cast<std::chrono::milliseconds>(now - c.since);
         if (sending > kServeRateGrace) {
             const double floor = static_cast<double>(kServeMinBytesPerSecond) *
                                  static_cast<double>((sending - kServeRateGrace).count()) / 1000.0;
             if (static_cast<double>(c.received) < floor)
-                return answer(c, error_response(408, "the request arrives slower than " +
-                                                         std::to_string(kServeMinBytesPerSecond) + " bytes per second"),
+                return answer(c,
+                              error_response(408, "the request arrives slower than " +
+                                                      std::to_string(kServeMinBytesPerSecond) + " bytes per second"),
                               now);
         }
         return true;
@@ -526,7 +531,8 @@ void serve_votes(const ServeOptions& o) {
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(o.port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // 127.0.0.1 only
-    if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener.get(), 128) != 0)
+    if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(listener.get(), 128) != 0)
         fail("feedback serve: cannot listen on 127.0.0.1:", o.port, " (", std::strerror(errno), ")");
     socklen_t len = sizeof addr;
     if (getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)

@@ -78,9 +78,9 @@ private:
 };
 
 struct HttpRequest {
-    std::string method, target;               // "GET", "/api/state"
-    std::string host, origin;                 // header values ("" when absent)
-    std::string content_type, sec_fetch_site; // lowercased ("" when absent)
+    std::string method, target;                // "GET", "/api/state"
+    std::string host, origin;                  // header values ("" when absent)
+    std::string content_type, sec_fetch_site;  // lowercased ("" when absent)
     std::string body;
 };
 inline constexpr size_t kHttpMaxHeader = 16 * 1024, kHttpMaxBody = 64 * 1024;
@@ -97,13 +97,13 @@ bool is_json_content_type(std::string_view lowered);
 
 // The connection rules of serve_votes (see the top of this file).
 inline constexpr size_t kServeMaxConnections = 64;
-inline constexpr std::chrono::milliseconds kServeHeaderDeadline{5000};   // from accept to the header's end
-inline constexpr std::chrono::milliseconds kServeRequestDeadline{10000}; // from accept to the body's end
-inline constexpr std::chrono::milliseconds kServeRateGrace{1000};        // after the first byte
-inline constexpr int64_t kServeMinBytesPerSecond = 1024;                 // average, after the grace
-inline constexpr std::chrono::milliseconds kServeSendDeadline{10000};    // to write the answer
-inline constexpr std::chrono::milliseconds kServeDrainTime{1000};        // then, to read what follows until EOF
-inline constexpr size_t kServeSocketSendBuffer = 128 * 1024;             // SO_SNDBUF of each connection
+inline constexpr std::chrono::milliseconds kServeHeaderDeadline{5000};    // from accept to the header's end
+inline constexpr std::chrono::milliseconds kServeRequestDeadline{10000};  // from accept to the body's end
+inline constexpr std::chrono::milliseconds kServeRateGrace{1000};         // after the first byte
+inline constexpr int64_t kServeMinBytesPerSecond = 1024;                  // average, after the grace
+inline constexpr std::chrono::milliseconds kServeSendDeadline{10000};     // to write the answer
+inline constexpr std::chrono::milliseconds kServeDrainTime{1000};         // then, to read what follows until EOF
+inline constexpr size_t kServeSocketSendBuffer = 128 * 1024;              // SO_SNDBUF of each connection
 
 struct HttpResponse {
     int status = 200;

@@ -68,13 +68,12 @@ bool is_utc_timestamp(std::string_view t) {
 std::string utc_timestamp_now() {
     const auto now = std::chrono::system_clock::now();
     const std::time_t secs = std::chrono::system_clock::to_time_t(now);
-    const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
     std::tm tm{};
     gmtime_r(&secs, &tm);
     char buf[96];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
     return buf;
 }
 
@@ -96,9 +95,11 @@ VoteFile parse_votes(std::string_view bytes, std::string_view where) {
         if (!j.contains("human_attestation") || j["human_attestation"] != true)
             fail(file, ": human votes require human attestation: field 'human_attestation' must be true, got ",
                  shown("human_attestation"));
-        if (!j.contains("participant")) fail(file, ": human votes must name their participant: missing field 'participant'");
-        check_fields(j, {"format", "feedback_kind", "checkpoint_sha256", "participant", "consent", "human_attestation", "votes"},
-                     {"consent_timestamp", "candidate_file_sha256", "created_by"}, file);
+        if (!j.contains("participant"))
+            fail(file, ": human votes must name their participant: missing field 'participant'");
+        check_fields(
+            j, {"format", "feedback_kind", "checkpoint_sha256", "participant", "consent", "human_attestation", "votes"},
+            {"consent_timestamp", "candidate_file_sha256", "created_by"}, file);
         v.consent = true;
         v.human_attestation = true;
         v.participant = printable_string(j, "participant", file, kMaxNameBytes);
@@ -113,26 +114,31 @@ VoteFile parse_votes(std::string_view bytes, std::string_view where) {
     } else if (v.feedback_kind == "ai") {
         if (j.contains("participant")) fail(file, ": an AI vote file names a 'labeler', not a 'participant'");
         if (!j.contains("human_attestation") || j["human_attestation"] != false)
-            fail(file, ": AI preferences must not claim human attestation: field 'human_attestation' must be false, got ",
+            fail(file,
+                 ": AI preferences must not claim human attestation: field 'human_attestation' must be false, got ",
                  shown("human_attestation"));
         if (!j.contains("labeler")) fail(file, ": AI preferences must identify their labeler: missing field 'labeler'");
         if (!j.contains("candidate_file_sha256"))
-            fail(file, ": AI preferences must name the candidate file they label: missing field 'candidate_file_sha256'");
+            fail(file,
+                 ": AI preferences must name the candidate file they label: missing field 'candidate_file_sha256'");
         if (j.contains("consent") && j["consent"] != false)
             fail(file, ": field 'consent' is a person's; an AI vote file must omit it or set it false, got ",
                  j["consent"].dump());
-        check_fields(j, {"format", "feedback_kind", "checkpoint_sha256", "labeler", "human_attestation",
-                         "candidate_file_sha256", "votes"},
+        check_fields(j,
+                     {"format", "feedback_kind", "checkpoint_sha256", "labeler", "human_attestation",
+                      "candidate_file_sha256", "votes"},
                      {"consent", "created_by"}, file);
         v.labeler = printable_string(j, "labeler", file, kMaxNameBytes);
         if (v.labeler.find_first_not_of(' ') == std::string::npos)
             fail(file, ": AI preferences must identify their labeler: field 'labeler' is empty");
     } else {
-        fail(file, ": field 'feedback_kind' must be \"human\" or \"ai\", got ", feedback_detail::shown(v.feedback_kind));
+        fail(file, ": field 'feedback_kind' must be \"human\" or \"ai\", got ",
+             feedback_detail::shown(v.feedback_kind));
     }
     v.checkpoint_sha256 = json_string(j, "checkpoint_sha256", file);
     if (!is_sha256_hex(v.checkpoint_sha256))
-        fail(file, ": field 'checkpoint_sha256' must be 64 lowercase hex digits, got ", feedback_detail::shown(v.checkpoint_sha256));
+        fail(file, ": field 'checkpoint_sha256' must be 64 lowercase hex digits, got ",
+             feedback_detail::shown(v.checkpoint_sha256));
     if (j.contains("candidate_file_sha256")) {
         v.candidate_file_sha256 = json_string(j, "candidate_file_sha256", file);
         if (!is_sha256_hex(v.candidate_file_sha256))
@@ -210,8 +216,8 @@ VoteCollection collect_votes(const CandidateFile& candidates, const VoteSource& 
         if (!paths.insert(src.path).second) fail(src.path, ": the same vote file is given twice");
         const VoteFile v = parse_votes(src.bytes, src.path);
         if (v.feedback_kind != rules.feedback_kind)
-            fail(src.path, ": feedback_kind is \"", v.feedback_kind, "\" but this run learns from ", rules.feedback_kind,
-                 " feedback (--feedback-kind ", rules.feedback_kind, "; one kind per run)");
+            fail(src.path, ": feedback_kind is \"", v.feedback_kind, "\" but this run learns from ",
+                 rules.feedback_kind, " feedback (--feedback-kind ", rules.feedback_kind, "; one kind per run)");
         if (v.checkpoint_sha256 != candidates.checkpoint_sha256)
             fail(src.path, ": vote file provenance is mismatched: checkpoint_sha256 ", v.checkpoint_sha256,
                  " differs from the candidate file's ", candidates.checkpoint_sha256);
@@ -219,14 +225,15 @@ VoteCollection collect_votes(const CandidateFile& candidates, const VoteSource& 
             fail(src.path, ": AI labels refer to a different candidate corpus: candidate_file_sha256 ",
                  v.candidate_file_sha256, " but ", candidate_file.path, " has sha256 ", candidate_sha);
         if (v.feedback_kind == "human" && !v.candidate_file_sha256.empty() && v.candidate_file_sha256 != candidate_sha)
-            fail(src.path, ": votes refer to a different candidate file: candidate_file_sha256 ", v.candidate_file_sha256,
-                 " but ", candidate_file.path, " has sha256 ", candidate_sha);
+            fail(src.path, ": votes refer to a different candidate file: candidate_file_sha256 ",
+                 v.candidate_file_sha256, " but ", candidate_file.path, " has sha256 ", candidate_sha);
         int64_t binary = 0, ties = 0, rejects = 0;
         for (size_t i = 0; i < v.votes.size(); ++i) {
             const Vote& vote = v.votes[i];
             const CandidatePair* pair = candidates.find(vote.pair_id);
             if (!pair)
-                fail(src.path, ": votes[", i, "]: unknown pair_id '", vote.pair_id, "' (not in ", candidate_file.path, ")");
+                fail(src.path, ": votes[", i, "]: unknown pair_id '", vote.pair_id, "' (not in ", candidate_file.path,
+                     ")");
             if (!seen.insert({v.who(), vote.pair_id}).second)
                 fail(src.path, ": votes[", i, "]: duplicate participant vote: '", v.who(), "' already voted on pair '",
                      vote.pair_id, "' (in an earlier file)");
@@ -245,12 +252,9 @@ VoteCollection collect_votes(const CandidateFile& candidates, const VoteSource& 
         }
         out.ties += ties;
         out.rejects += rejects;
-        json f{{"path", src.path},
-               {"sha256", sha256_hex(src.bytes)},
-               {"kind", v.feedback_kind},
-               {"votes", v.votes.size()},
-               {"binary", binary},
-               {"ties", ties},
+        json f{{"path", src.path},        {"sha256", sha256_hex(src.bytes)},
+               {"kind", v.feedback_kind}, {"votes", v.votes.size()},
+               {"binary", binary},        {"ties", ties},
                {"rejects", rejects}};
         f[v.feedback_kind == "human" ? "participant" : "labeler"] = v.who();
         files.push_back(std::move(f));

@@ -42,15 +42,15 @@ struct Vote {
 };
 
 struct VoteFile {
-    std::string feedback_kind;       // "human" | "ai"
+    std::string feedback_kind;  // "human" | "ai"
     std::string checkpoint_sha256;
-    std::string participant;         // human files
-    std::string labeler;             // ai files
-    bool consent = false;            // human files: true
-    std::string consent_timestamp;   // optional
-    bool human_attestation = false;  // human: true, ai: false
+    std::string participant;            // human files
+    std::string labeler;                // ai files
+    bool consent = false;               // human files: true
+    std::string consent_timestamp;      // optional
+    bool human_attestation = false;     // human: true, ai: false
     std::string candidate_file_sha256;  // "" when absent (human files may omit it)
-    std::string created_by;          // optional
+    std::string created_by;             // optional
     std::vector<Vote> votes;
 
     const std::string& who() const { return feedback_kind == "human" ? participant : labeler; }
@@ -71,7 +71,7 @@ std::string utc_timestamp_now();
 // ---- a set of vote files against one candidate file --------------------
 
 struct VoteRules {
-    std::string feedback_kind;        // human | ai: one kind per run
+    std::string feedback_kind;          // human | ai: one kind per run
     std::string sft_checkpoint_sha256;  // the SFT checkpoint in use
     int64_t min_train = 30, min_validation = 4, min_test = 8;
 };

@@ -26,20 +26,18 @@ struct AttentionShape {
 
 // probs (B, nH, T, T): the softmax weights, saved for the backward.
 template <typename T>
-void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, const uint8_t* mask,
-                       AttentionShape s);
+void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, const uint8_t* mask, AttentionShape s);
 // dq, dk, dv are overwritten.
 template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* probs, const T* q, const T* k,
-                        const T* v, const uint8_t* mask, AttentionShape s);
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* probs, const T* q, const T* k, const T* v,
+                        const uint8_t* mask, AttentionShape s);
 
 // One new query per row against a KV cache (incremental decoding).
 // q (B, nH, hd); kcache, vcache (B, S_max, nKV, hd) of which the first S
 // positions are filled; cache_mask (B, S_max) 1 where the cached position
 // is a real token; out (B, nH, hd). The new token's own K/V must already be
 // in the cache at position S-1.
-void attention_decode(float* out, const float* q, const float* kcache, const float* vcache,
-                      const uint8_t* cache_mask, int64_t B, int64_t S, int64_t S_max, int64_t nH,
-                      int64_t nKV, int64_t hd);
+void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const uint8_t* cache_mask,
+                      int64_t B, int64_t S, int64_t S_max, int64_t nH, int64_t nKV, int64_t hd);
 
 }  // namespace ppolab

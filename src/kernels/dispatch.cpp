@@ -65,11 +65,13 @@ std::string dispatch_text(const DispatchReport& r) {
 }
 
 json dispatch_json(const DispatchReport& r) {
-    return {{"build", r.build},
-            {"cpu", {{"avx2_fma", r.avx2_fma}, {"avx512", r.avx512}, {"avx512_bf16", r.avx512_bf16}, {"amx_bf16", r.amx_bf16}}},
-            {"layer_kernels", r.layer_kernels},
-            {"decode_products", r.decode_products},
-            {"other_products", r.onednn}};
+    return {
+        {"build", r.build},
+        {"cpu",
+         {{"avx2_fma", r.avx2_fma}, {"avx512", r.avx512}, {"avx512_bf16", r.avx512_bf16}, {"amx_bf16", r.amx_bf16}}},
+        {"layer_kernels", r.layer_kernels},
+        {"decode_products", r.decode_products},
+        {"other_products", r.onednn}};
 }
 
 }  // namespace ppolab

@@ -14,12 +14,12 @@
 namespace ppolab {
 
 struct DispatchReport {
-    std::string build;          // "x86-64 baseline (PPOLAB_NATIVE=OFF)" | "native (-march=native)"
-    bool avx2_fma = false;      // cpuid
-    bool avx512 = false;        // F, BW, VL, DQ
+    std::string build;      // "x86-64 baseline (PPOLAB_NATIVE=OFF)" | "native (-march=native)"
+    bool avx2_fma = false;  // cpuid
+    bool avx512 = false;    // F, BW, VL, DQ
     bool avx512_bf16 = false;
-    bool amx_bf16 = false;      // AMX-BF16 + AMX-TILE present (oneDNN asks the kernel for the tiles)
-    std::string layer_kernels;  // rmsnorm, rope, swiglu, attention: "avx512" | "avx2" | "portable"
+    bool amx_bf16 = false;        // AMX-BF16 + AMX-TILE present (oneDNN asks the kernel for the tiles)
+    std::string layer_kernels;    // rmsnorm, rope, swiglu, attention: "avx512" | "avx2" | "portable"
     std::string decode_products;  // BF16 products of ≤ 8 rows: "small_m_avx512" | "portable"
     std::string onednn;           // version of the library that computes the other products
 };

@@ -105,8 +105,7 @@ void row_scaled_softmax(float* z, int64_t n, float lse, float g) {
 
 }  // namespace
 
-void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, WeightView W, int64_t N,
-                         LmKeep* keep) {
+void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, WeightView W, int64_t N, LmKeep* keep) {
     // logp (N); h (N, H); targets (N); W (V, H)
     lm_check(targets, W, N);
     const int64_t V = W.rows;
@@ -144,10 +143,8 @@ void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float*
     const int64_t V = W.rows, H = W.cols;
     std::vector<int64_t> live;  // rows with a nonzero upstream gradient
     for (int64_t n = 0; n < N; ++n) {
-        if (dlogp[n] != 0.f)
-            live.push_back(n);
-        else
-            std::memset(dh + n * H, 0, sizeof(float) * H);
+        if (dlogp[n] != 0.f) live.push_back(n);
+        else std::memset(dh + n * H, 0, sizeof(float) * H);
     }
     const int64_t L = static_cast<int64_t>(live.size());
     const bool kept = keep && keep->valid && keep->h == h && keep->w == W.data && keep->N == N;
@@ -156,9 +153,9 @@ void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float*
     float* scratch = lm_scratch(static_cast<size_t>(chunk * V + 2 * chunk * H));
     for (int64_t i0 = 0; i0 < L; i0 += kLmChunk) {
         const int64_t rows = std::min(kLmChunk, L - i0);
-        float* logits = scratch;              // (rows, V): logits in, dlogits out
-        float* hbuf = scratch + chunk * V;    // (rows, H) gathered h
-        float* dhc = hbuf + chunk * H;        // (rows, H)
+        float* logits = scratch;            // (rows, V): logits in, dlogits out
+        float* hbuf = scratch + chunk * V;  // (rows, H) gathered h
+        float* dhc = hbuf + chunk * H;      // (rows, H)
         const float* hc = hbuf;
         if (all_live) {
             hc = h + i0 * H;

@@ -72,7 +72,8 @@ void linear_backward_input(float* dX, const float* dY, WeightView W, int64_t M, 
     if (M == 0 || W.cols == 0) return;
     if (W.rows == 0) return zero_product(dX, M * W.cols, accumulate);
     // No small-M kernel here: training runs whole sequences (M ≥ 64).
-    if (choose(M, W.cols, M * W.rows * W.cols) == MatmulPath::portable) return matmul_detail::portable_backward_input(dX, dY, W, M, accumulate);
+    if (choose(M, W.cols, M * W.rows * W.cols) == MatmulPath::portable)
+        return matmul_detail::portable_backward_input(dX, dY, W, M, accumulate);
     matmul_detail::dnnl_backward_input(dX, dY, W, M, accumulate);
 }
 

@@ -142,8 +142,8 @@ PPOLAB_AVX512 inline void tile_f32(float* Y, int64_t ldy, const float* X, int64_
 // Y (MR, N) for MR input rows: the weight streamed once, NR rows per tile,
 // tiles split between the OpenMP threads in contiguous ranges.
 template <int NR, int MR>
-PPOLAB_AVX512 void rows_kernel(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int64_t N,
-                               int64_t K, bool accumulate) {
+PPOLAB_AVX512 void rows_kernel(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int64_t N, int64_t K,
+                               bool accumulate) {
     const int64_t tiles = (N + NR - 1) / NR;
     const bool parallel = N * K >= (1 << 16);
 #pragma omp parallel for schedule(static) if (parallel)

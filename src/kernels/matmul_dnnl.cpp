@@ -245,8 +245,8 @@ void dnnl_backward_weight(float* dW, const float* dY, const float* X, int64_t M,
 PrepackedWeight::PrepackedWeight(WeightView W)
     : data_(W.data), rows_(W.rows), cols_(W.cols), layouts_(std::make_unique<Layouts>()) {
     if (W.type != WeightType::bf16 || W.data == nullptr || W.rows <= 0 || W.cols <= 0)
-        fail("PrepackedWeight: expected a non-empty BF16 weight, got ",
-             W.type == WeightType::bf16 ? "BF16" : "FP32", " [", W.rows, ", ", W.cols, "]");
+        fail("PrepackedWeight: expected a non-empty BF16 weight, got ", W.type == WeightType::bf16 ? "BF16" : "FP32",
+             " [", W.rows, ", ", W.cols, "]");
 }
 
 PrepackedWeight::~PrepackedWeight() = default;

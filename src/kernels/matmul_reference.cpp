@@ -20,8 +20,7 @@ void linear_forward_reference(float* Y, const float* X, WeightView W, int64_t M,
     std::vector<float> x(K);
 #pragma omp parallel for firstprivate(x) schedule(static) if (M * N * K >= kParallelWork)
     for (int64_t m = 0; m < M; ++m) {
-        for (int64_t k = 0; k < K; ++k)
-            x[k] = W.type == WeightType::bf16 ? round_to_bf16(X[m * K + k]) : X[m * K + k];
+        for (int64_t k = 0; k < K; ++k) x[k] = W.type == WeightType::bf16 ? round_to_bf16(X[m * K + k]) : X[m * K + k];
         for (int64_t n = 0; n < N; ++n) {
             float acc = 0.f;
             for (int64_t k = 0; k < K; ++k) acc += x[k] * weight_at(W, n, k);

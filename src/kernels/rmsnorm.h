@@ -10,7 +10,7 @@ template <typename T>
 void rmsnorm_forward(T* out, T* rstd, const T* x, const T* weight, int64_t N, int64_t C, double eps);
 // dx = (overwrites) ; dweight (C) accumulates, may be nullptr (frozen norm).
 template <typename T>
-void rmsnorm_backward(T* dx, T* dweight, const T* dout, const T* x, const T* weight, const T* rstd,
-                      int64_t N, int64_t C);
+void rmsnorm_backward(T* dx, T* dweight, const T* dout, const T* x, const T* weight, const T* rstd, int64_t N,
+                      int64_t C);
 
 }  // namespace ppolab

@@ -66,8 +66,8 @@ Qwen2Config Qwen2Config::from_json(const json& j, const std::string& where) {
     c.num_key_value_heads = has(j, "num_key_value_heads") ? positive_int(j, "num_key_value_heads", where, kMaxWidth)
                                                           : c.num_attention_heads;
     if (c.num_attention_heads % c.num_key_value_heads != 0)
-        fail(where, ": field 'num_key_value_heads' (", c.num_key_value_heads,
-             ") must divide 'num_attention_heads' (", c.num_attention_heads, ")");
+        fail(where, ": field 'num_key_value_heads' (", c.num_key_value_heads, ") must divide 'num_attention_heads' (",
+             c.num_attention_heads, ")");
     if (has(j, "head_dim")) {
         c.head_dim = positive_int(j, "head_dim", where, kMaxWidth);
     } else {

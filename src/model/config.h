@@ -10,17 +10,17 @@ namespace ppolab {
 
 struct Qwen2Config {
     int64_t vocab_size = 0;
-    int64_t hidden_size = 0;         // H
-    int64_t intermediate_size = 0;   // I (MLP width)
-    int64_t num_hidden_layers = 0;   // L
-    int64_t num_attention_heads = 0; // query heads
-    int64_t num_key_value_heads = 0; // KV heads (grouped-query attention)
-    int64_t head_dim = 0;            // H / heads unless config.json says otherwise
+    int64_t hidden_size = 0;          // H
+    int64_t intermediate_size = 0;    // I (MLP width)
+    int64_t num_hidden_layers = 0;    // L
+    int64_t num_attention_heads = 0;  // query heads
+    int64_t num_key_value_heads = 0;  // KV heads (grouped-query attention)
+    int64_t head_dim = 0;             // H / heads unless config.json says otherwise
     int64_t max_position_embeddings = 0;
     double rms_norm_eps = 1e-6;
     double rope_theta = 10000.0;
     bool tie_word_embeddings = false;
-    int64_t bos_token_id = -1;       // -1: not given
+    int64_t bos_token_id = -1;  // -1: not given
     int64_t eos_token_id = -1;
     std::string torch_dtype = "bfloat16";
 

@@ -63,10 +63,8 @@ std::vector<Generation> generate(Qwen2& model, KvCache& cache, const std::vector
             if (s.token == opt.eos_id ||
                 std::find(opt.extra_eos_ids.begin(), opt.extra_eos_ids.end(), s.token) != opt.extra_eos_ids.end())
                 g.finish_reason = "eos";
-            else if (step + 1 == opt.max_new_tokens)
-                g.finish_reason = "length";
-            else
-                running = true;
+            else if (step + 1 == opt.max_new_tokens) g.finish_reason = "length";
+            else running = true;
         }
         if (!running) break;
         model.decode_step(cache, next.data(), logits.data());

@@ -19,18 +19,18 @@ namespace ppolab {
 
 struct GenerationOptions {
     int64_t max_new_tokens = 64;
-    int32_t eos_id = -1;    // -1: no EOS, every row runs to max_new_tokens
+    int32_t eos_id = -1;  // -1: no EOS, every row runs to max_new_tokens
     // Further ids that end a row like EOS (the `generate` command honouring a
     // generation_config.json that lists several; the study leaves it empty).
     std::vector<int32_t> extra_eos_ids;
-    int32_t pad_id = 0;     // fills the left padding of shorter prompts
-    bool greedy = false;    // else temperature-1 full-vocabulary sampling
+    int32_t pad_id = 0;   // fills the left padding of shorter prompts
+    bool greedy = false;  // else temperature-1 full-vocabulary sampling
 };
 
 struct Generation {
-    std::vector<int32_t> tokens;   // the new tokens, EOS included when it ended the row
-    std::vector<float> logprobs;   // (tokens) log p of each under the sampling forward
-    std::string finish_reason;     // "eos" or "length"
+    std::vector<int32_t> tokens;  // the new tokens, EOS included when it ended the row
+    std::vector<float> logprobs;  // (tokens) log p of each under the sampling forward
+    std::string finish_reason;    // "eos" or "length"
 };
 
 // cache: B = prompts.size() rows, S_max ≥ longest prompt + max_new_tokens − 1;

@@ -50,8 +50,7 @@ void ScalarHead::backward(float* dh, const float* dout, const float* h, int64_t 
 }
 
 ParamList ScalarHead::parameters() {
-    return {{"head.weight", {1, hidden}, weight.data(), dweight.data()},
-            {"head.bias", {1}, bias.data(), dbias.data()}};
+    return {{"head.weight", {1, hidden}, weight.data(), dweight.data()}, {"head.bias", {1}, bias.data(), dbias.data()}};
 }
 
 void ScalarHead::zero_grad() {

@@ -1,8 +1,8 @@
 #include "model/hf_folder.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,7 +45,8 @@ std::map<std::string, std::string> read_index(const fs::path& index_path, std::s
     if (!map.is_object()) fail(where, ": field 'weight_map' must be an object, got ", map.type_name());
     std::map<std::string, std::string> weight_map;
     for (auto& [name, file] : map.items()) {
-        if (!file.is_string()) fail(where, ": weight_map entry '", name, "' must be a file name, got ", file.type_name());
+        if (!file.is_string())
+            fail(where, ": weight_map entry '", name, "' must be a file name, got ", file.type_name());
         check_shard_name(file.get<std::string>(), index_path);
         weight_map[name] = file.get<std::string>();
         shards.insert(file.get<std::string>());
@@ -84,7 +85,8 @@ std::map<std::string, Found> open_weight_files(const fs::path& dir, std::list<Sa
     }
     for (auto& [name, shard] : weight_map)
         if (!all.count(name))
-            fail(index_path.string(), ": lists tensor '", name, "' in shard '", shard, "' but the shard does not hold it");
+            fail(index_path.string(), ": lists tensor '", name, "' in shard '", shard,
+                 "' but the shard does not hold it");
     return all;
 }
 
@@ -120,9 +122,10 @@ void check_tied_copy(const SafetensorsTensor& lm_head, const Matrix& embed, cons
             same = std::memcmp(f.data(), embed.f.data() + at, n * sizeof(float)) == 0;
         }
         if (!same)
-            fail(file, ": config ties the embeddings but tensor 'lm_head.weight' differs from "
-                       "'model.embed_tokens.weight' (rows ", r0, "..", r1 - 1,
-                 "); set tie_word_embeddings to false to load it as a separate head");
+            fail(file,
+                 ": config ties the embeddings but tensor 'lm_head.weight' differs from "
+                 "'model.embed_tokens.weight' (rows ",
+                 r0, "..", r1 - 1, "); set tie_word_embeddings to false to load it as a separate head");
     }
 }
 

@@ -11,16 +11,12 @@ static Matrix random_matrix(int64_t rows, int64_t cols, WeightType type, double 
     m.type = type;
     m.rows = rows;
     m.cols = cols;
-    if (type == WeightType::bf16)
-        m.b.resize(static_cast<size_t>(rows * cols));
-    else
-        m.f.resize(static_cast<size_t>(rows * cols));
+    if (type == WeightType::bf16) m.b.resize(static_cast<size_t>(rows * cols));
+    else m.f.resize(static_cast<size_t>(rows * cols));
     for (int64_t i = 0; i < rows * cols; ++i) {
         float v = static_cast<float>(rng.normal() * stddev);
-        if (type == WeightType::bf16)
-            m.b[static_cast<size_t>(i)] = float_to_bf16(v);
-        else
-            m.f[static_cast<size_t>(i)] = v;
+        if (type == WeightType::bf16) m.b[static_cast<size_t>(i)] = float_to_bf16(v);
+        else m.f[static_cast<size_t>(i)] = v;
     }
     return m;
 }

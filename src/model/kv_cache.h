@@ -25,7 +25,7 @@ struct KvCache {
 
     float* k_layer(int64_t l) { return k.data() + l * B * S_max * nKV * hd; }  // (B, S_max, nKV, hd)
     float* v_layer(int64_t l) { return v.data() + l * B * S_max * nKV * hd; }
-    void clear();        // S = 0, masks and positions reset (storage kept)
+    void clear();  // S = 0, masks and positions reset (storage kept)
 };
 
 }  // namespace ppolab

@@ -114,8 +114,8 @@ void projection_forward(float* y, float* mid, const float* x, const Matrix& W, c
     if (adapter) {
         PPOLAB_ASSERT(adapter->in == W.cols && adapter->out == W.rows);
         const int64_t r = adapter->rank;
-        linear_forward(mid, x, f32_view(adapter->A, r, adapter->in), M);  // (M, r) = x Aᵀ
-        for (int64_t i = 0; i < M * r; ++i) mid[i] *= adapter->scale;       // scale on the small side
+        linear_forward(mid, x, f32_view(adapter->A, r, adapter->in), M);             // (M, r) = x Aᵀ
+        for (int64_t i = 0; i < M * r; ++i) mid[i] *= adapter->scale;                // scale on the small side
         linear_forward(y, mid, f32_view(adapter->B, N, r), M, /*accumulate=*/true);  // y += mid Bᵀ (FP32)
     }
     // + bias, then the sum returns to the base dtype.
@@ -132,8 +132,7 @@ void projection_forward(float* y, float* mid, const float* x, const Matrix& W, c
 }
 
 void projection_backward(float* dx, ProjectionGrads g, const float* dy, const float* x, const float* mid,
-                         const Matrix& W, const LoraAdapter* adapter, int64_t M, float* scratch,
-                         bool accumulate) {
+                         const Matrix& W, const LoraAdapter* adapter, int64_t M, float* scratch, bool accumulate) {
     // dx (M, in); dy (M, out); x (M, in); mid (M, r) = scale · A x; scratch (M, r)
     const int64_t N = W.rows, K = W.cols;
     linear_backward_input(dx, dy, W.view(), M, accumulate);
@@ -150,8 +149,8 @@ void projection_backward(float* dx, ProjectionGrads g, const float* dy, const fl
         for (int64_t i = 0; i < M * r; ++i) dmid[i] *= adapter->scale;
         if (g.adapter) {
             PPOLAB_ASSERT(g.adapter == adapter);
-            linear_backward_weight(g.adapter->dB.data(), dy, mid, M, N, r);   // dB += dyᵀ (scale · A x)
-            linear_backward_weight(g.adapter->dA.data(), dmid, x, M, r, K);   // dA += dmidᵀ x
+            linear_backward_weight(g.adapter->dB.data(), dy, mid, M, N, r);  // dB += dyᵀ (scale · A x)
+            linear_backward_weight(g.adapter->dA.data(), dmid, x, M, r, K);  // dA += dmidᵀ x
         }
         linear_backward_input(dx, dmid, f32_view(adapter->A, r, K), M, /*accumulate=*/true);
     }

@@ -26,19 +26,19 @@
 namespace ppolab {
 
 struct LoraConfig {
-    int64_t rank = 8;      // r
-    double alpha = 16.0;   // scale = alpha / r
+    int64_t rank = 8;                                       // r
+    double alpha = 16.0;                                    // scale = alpha / r
     std::vector<std::string> targets = projection_names();  // every projection (tensor_table.h)
     bool operator==(const LoraConfig&) const = default;
 };
 
 struct LoraAdapter {
     int64_t rank = 0, in = 0, out = 0;
-    float scale = 0;          // alpha / r
-    std::vector<float> A;     // (r, in)
-    std::vector<float> B;     // (out, r)
-    std::vector<float> dA;    // (r, in) gradient, accumulated
-    std::vector<float> dB;    // (out, r) gradient, accumulated
+    float scale = 0;        // alpha / r
+    std::vector<float> A;   // (r, in)
+    std::vector<float> B;   // (out, r)
+    std::vector<float> dA;  // (r, in) gradient, accumulated
+    std::vector<float> dB;  // (out, r) gradient, accumulated
 };
 
 class LoraAdapters {
@@ -48,7 +48,9 @@ public:
     LoraAdapters(const Qwen2Config& model, const LoraConfig& lora, uint64_t seed);
 
     // nullptr where (layer, proj) is not a target.
-    const LoraAdapter* get(int64_t layer, Proj p) const { return slots_[static_cast<size_t>(layer)][static_cast<int>(p)]; }
+    const LoraAdapter* get(int64_t layer, Proj p) const {
+        return slots_[static_cast<size_t>(layer)][static_cast<int>(p)];
+    }
     LoraAdapter* get(int64_t layer, Proj p) { return slots_[static_cast<size_t>(layer)][static_cast<int>(p)]; }
 
     ParamList parameters();  // fixed order, see the file comment; grads attached
@@ -70,8 +72,8 @@ public:
 private:
     void rebuild_slots(const Qwen2Config& model);
     LoraConfig config_;
-    std::vector<std::pair<int64_t, Proj>> keys_;        // (layer, proj) of adapters_[i]
-    std::vector<LoraAdapter> adapters_;                 // in parameter order
+    std::vector<std::pair<int64_t, Proj>> keys_;             // (layer, proj) of adapters_[i]
+    std::vector<LoraAdapter> adapters_;                      // in parameter order
     std::vector<std::array<LoraAdapter*, kNumProj>> slots_;  // (L, 7)
 };
 
@@ -86,8 +88,8 @@ void projection_forward(float* y, float* mid, const float* x, const Matrix& W, c
 
 // Where the gradients of a projection go; nullptr: frozen.
 struct ProjectionGrads {
-    float* dW = nullptr;     // (out, in), FP32 weights only (full-parameter mode)
-    float* dbias = nullptr;  // (out)
+    float* dW = nullptr;             // (out, in), FP32 weights only (full-parameter mode)
+    float* dbias = nullptr;          // (out)
     LoraAdapter* adapter = nullptr;  // accumulates adapter->dA, dB
 };
 

@@ -31,10 +31,8 @@ Qwen2Weights qwen2_grads_like(const Qwen2Weights& w) {
     g.config = w.config;
     g.layers.resize(w.layers.size());
     for (const TensorSpec& spec : qwen2_tensor_table(w.config)) {
-        if (const Matrix* m = spec.matrix(w))
-            *spec.matrix(g) = zero_matrix_like(*m);
-        else
-            *spec.vector(g) = zeros_like(*spec.vector(w));
+        if (const Matrix* m = spec.matrix(w)) *spec.matrix(g) = zero_matrix_like(*m);
+        else *spec.vector(g) = zeros_like(*spec.vector(w));
     }
     return g;
 }
@@ -60,10 +58,8 @@ void qwen2_bf16_copy(const Qwen2Weights& w, Qwen2Weights& c) {
     c.config = w.config;
     c.layers.resize(w.layers.size());
     for (const TensorSpec& spec : qwen2_tensor_table(w.config)) {
-        if (const Matrix* m = spec.matrix(w))
-            bf16_copy_matrix(*m, *spec.matrix(c));
-        else
-            *spec.vector(c) = *spec.vector(w);
+        if (const Matrix* m = spec.matrix(w)) bf16_copy_matrix(*m, *spec.matrix(c));
+        else *spec.vector(c) = *spec.vector(w);
     }
 }
 
@@ -96,8 +92,8 @@ static void grow(V& v, int64_t n) {
     if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
-static void activations_ensure(Qwen2Activations& A, const Qwen2Config& c, int64_t r, int64_t B, int64_t T,
-                               bool save, bool with_backward) {
+static void activations_ensure(Qwen2Activations& A, const Qwen2Config& c, int64_t r, int64_t B, int64_t T, bool save,
+                               bool with_backward) {
     const int64_t N = B * T, H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), I = c.intermediate_size;
     const int64_t probs = B * c.num_attention_heads * T * T;
     A.B = B;
@@ -149,8 +145,7 @@ static void embed_rows(float* x, const Matrix& E, const int32_t* tokens, int64_t
         const int64_t t = tokens[n];
         if (E.type == WeightType::bf16)
             for (int64_t c = 0; c < H; ++c) xn[c] = bf16_to_float(E.b[static_cast<size_t>(t * H + c)]);
-        else
-            std::memcpy(xn, E.f.data() + t * H, static_cast<size_t>(H) * sizeof(float));
+        else std::memcpy(xn, E.f.data() + t * H, static_cast<size_t>(H) * sizeof(float));
     }
 }
 
@@ -338,11 +333,11 @@ void Qwen2::layer_backward(int64_t l, Qwen2LayerActs& a) {
 
     // MLP block (the input of down_proj is recomputed, not saved)
     swiglu_forward(A.act.data(), a.gate.data(), a.up.data(), N * I);
-    projection_backward(A.dact.data(), pg(Proj::down, &LayerWeights::down_proj, nullptr), A.dres.data(),
-                        A.act.data(), mid(Proj::down), L.down_proj, ad(Proj::down), N, scratch);
+    projection_backward(A.dact.data(), pg(Proj::down, &LayerWeights::down_proj, nullptr), A.dres.data(), A.act.data(),
+                        mid(Proj::down), L.down_proj, ad(Proj::down), N, scratch);
     swiglu_backward(A.dgate.data(), A.dup.data(), A.dact.data(), a.gate.data(), a.up.data(), N * I);
-    projection_backward(A.dln.data(), pg(Proj::gate, &LayerWeights::gate_proj, nullptr), A.dgate.data(),
-                        a.ln2.data(), mid(Proj::gate), L.gate_proj, ad(Proj::gate), N, scratch);
+    projection_backward(A.dln.data(), pg(Proj::gate, &LayerWeights::gate_proj, nullptr), A.dgate.data(), a.ln2.data(),
+                        mid(Proj::gate), L.gate_proj, ad(Proj::gate), N, scratch);
     projection_backward(A.dln.data(), pg(Proj::up, &LayerWeights::up_proj, nullptr), A.dup.data(), a.ln2.data(),
                         mid(Proj::up), L.up_proj, ad(Proj::up), N, scratch, /*accumulate=*/true);
     rmsnorm_backward(A.dtmp.data(), G ? G->post_attention_layernorm.data() : nullptr, A.dln.data(), a.x2.data(),

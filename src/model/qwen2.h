@@ -143,7 +143,7 @@ public:
 
     // Logits (B, T, V) of the last forward at every position (tests, `score`).
     void logits(float* out) const;
-    const float* hidden() const { return acts_.hidden.data(); }     // (B, T, H)
+    const float* hidden() const { return acts_.hidden.data(); }          // (B, T, H)
     const int32_t* positions() const { return acts_.positions.data(); }  // (B, T)
     int64_t batch() const { return acts_.B; }
     int64_t length() const { return acts_.T; }
@@ -156,16 +156,15 @@ public:
 private:
     enum class AttnMode { full, decode };
     void ensure(int64_t B, int64_t T, bool save);
-    void layer_forward(int64_t l, Qwen2Activations& A, Qwen2LayerActs& a, AttnMode mode, KvCache* cache,
-                       float* x_out);
+    void layer_forward(int64_t l, Qwen2Activations& A, Qwen2LayerActs& a, AttnMode mode, KvCache* cache, float* x_out);
     void layer_backward(int64_t l, Qwen2LayerActs& a);
 
     const Qwen2Weights& w_;
     LoraAdapters* lora_ = nullptr;
     Qwen2Weights* grads_ = nullptr;
-    int64_t r_ = 0;            // LoRA rank (0: none), the width of `mid`
-    Qwen2Activations acts_;    // forward/backward over (B, T)
-    Qwen2Activations dec_;     // one decoding step over (B, 1)
+    int64_t r_ = 0;          // LoRA rank (0: none), the width of `mid`
+    Qwen2Activations acts_;  // forward/backward over (B, T)
+    Qwen2Activations dec_;   // one decoding step over (B, 1)
 };
 
 }  // namespace ppolab

@@ -21,9 +21,8 @@ static constexpr uint64_t kMaxHeaderBytes = kSafetensorsMaxHeaderBytes;
 
 size_t safetensors_dtype_size(std::string_view dtype) {
     static const std::map<std::string_view, size_t> sizes = {
-        {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2},
-        {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},    {"U32", 4},     {"F32", 4},
-        {"I64", 8},  {"U64", 8}, {"F64", 8}};
+        {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+        {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"I64", 8},     {"U64", 8}, {"F64", 8}};
     auto it = sizes.find(dtype);
     return it == sizes.end() ? 0 : it->second;
 }
@@ -39,8 +38,8 @@ std::string shape_to_string(const std::vector<int64_t>& shape) {
 struct SafetensorsFile::Storage {
     const uint8_t* data = nullptr;
     size_t size = 0;
-    std::string owned;        // from_bytes
-    void* map = nullptr;      // open: the whole file, read-only
+    std::string owned;    // from_bytes
+    void* map = nullptr;  // open: the whole file, read-only
     size_t map_size = 0;
 
     Storage() = default;
@@ -103,8 +102,7 @@ const SafetensorsTensor* SafetensorsFile::find(std::string_view name) const {
 // ---------------------------------------------------------------- parsing
 
 // A non-negative integer JSON value, or Error.
-static uint64_t header_uint(const json& v, const std::string& where, const std::string& name,
-                            const char* field) {
+static uint64_t header_uint(const json& v, const std::string& where, const std::string& name, const char* field) {
     if (v.is_number_unsigned()) return v.get<uint64_t>();
     if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
     fail(where, ": tensor '", name, "': ", field, " must hold non-negative integers, got ", v.dump());
@@ -165,11 +163,13 @@ void SafetensorsFile::parse() {
     const uint8_t* bytes = storage_->data;
     const size_t file_size = storage_->size;
     if (file_size < 8)
-        fail(where_, ": file is ", file_size, " bytes; a safetensors file starts with an 8-byte header length (truncated file?)");
+        fail(where_, ": file is ", file_size,
+             " bytes; a safetensors file starts with an 8-byte header length (truncated file?)");
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = header_len << 8 | bytes[i];
     if (header_len > kMaxHeaderBytes)
-        fail(where_, ": header length ", header_len, " exceeds the limit of ", kMaxHeaderBytes, " bytes (corrupt file?)");
+        fail(where_, ": header length ", header_len, " exceeds the limit of ", kMaxHeaderBytes,
+             " bytes (corrupt file?)");
     if (header_len > file_size - 8)
         fail(where_, ": header length ", header_len, " runs past the end of the file (", file_size,
              " bytes; truncated file?)");
@@ -190,7 +190,8 @@ void SafetensorsFile::parse() {
     std::vector<SafetensorsTensor> tensors;
     for (auto& [name, entry] : header.items()) {
         if (name == "__metadata__") {
-            if (!entry.is_object()) fail(where_, ": __metadata__ must be an object of strings, got ", entry.type_name());
+            if (!entry.is_object())
+                fail(where_, ": __metadata__ must be an object of strings, got ", entry.type_name());
             for (auto& [key, value] : entry.items()) {
                 if (!value.is_string())
                     fail(where_, ": __metadata__ field '", key, "' must be a string, got ", value.type_name());
@@ -237,19 +238,18 @@ void SafetensorsFile::parse() {
         spans.push_back({begin, end, tensors.size()});
         tensors.push_back(std::move(t));
     }
-    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-        return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-    });
+    std::sort(spans.begin(), spans.end(),
+              [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
     uint64_t pos = 0;
     const std::string* prev = nullptr;
     for (const Span& s : spans) {
         const std::string& name = tensors[s.index].name;
         if (s.begin < pos)
-            fail(where_, ": tensor '", name, "' (data_offsets [", s.begin, ", ", s.end, "]) overlaps tensor '",
-                 *prev, "' (which ends at ", pos, ")");
+            fail(where_, ": tensor '", name, "' (data_offsets [", s.begin, ", ", s.end, "]) overlaps tensor '", *prev,
+                 "' (which ends at ", pos, ")");
         if (s.begin > pos)
-            fail(where_, ": gap of ", s.begin - pos, " bytes before tensor '", name, "' (data_offsets [", s.begin,
-                 ", ", s.end, "]); tensors must be packed");
+            fail(where_, ": gap of ", s.begin - pos, " bytes before tensor '", name, "' (data_offsets [", s.begin, ", ",
+                 s.end, "]); tensors must be packed");
         pos = s.end;
         prev = &name;
     }
@@ -334,7 +334,8 @@ static std::string safetensors_header(const std::vector<TensorToWrite>& tensors,
         if (elem == 0) fail("safetensors: tensor '", t.name, "' has unknown dtype '", t.dtype, "'");
         uint64_t n = 1;
         for (int64_t d : t.shape) {
-            if (d < 0) fail("safetensors: tensor '", t.name, "' has negative dimension in shape ", shape_to_string(t.shape));
+            if (d < 0)
+                fail("safetensors: tensor '", t.name, "' has negative dimension in shape ", shape_to_string(t.shape));
             n *= static_cast<uint64_t>(d);
         }
         if (n * elem != t.bytes.size())
@@ -344,7 +345,8 @@ static std::string safetensors_header(const std::vector<TensorToWrite>& tensors,
     json header = json::object();
     uint64_t offset = 0;
     for (auto& [name, t] : by_name) {  // sorted by name: the data order
-        header[std::string(name)] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->bytes.size()}}};
+        header[std::string(name)] = {
+            {"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->bytes.size()}}};
         offset += t->bytes.size();
         order.push_back(t);
     }

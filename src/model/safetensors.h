@@ -27,8 +27,8 @@ namespace ppolab {
 
 struct SafetensorsTensor {
     std::string name;
-    std::string dtype;           // "F32", "BF16", "F16", ... (validated)
-    std::vector<int64_t> shape;  // row-major
+    std::string dtype;              // "F32", "BF16", "F16", ... (validated)
+    std::vector<int64_t> shape;     // row-major
     const uint8_t* data = nullptr;  // inside the owning SafetensorsFile; may be unaligned
     size_t size = 0;                // bytes = numel × dtype size
 
@@ -56,12 +56,12 @@ std::string shape_to_string(const std::vector<int64_t>& shape);
 
 class SafetensorsFile {  // owns the bytes (mmap of the whole file, or a string), validated on open
 public:
-    static SafetensorsFile open(const fs::path& path);                         // Error naming the file and the problem
-    static SafetensorsFile from_bytes(std::string bytes, std::string where);  // for fuzzing/tests
+    static SafetensorsFile open(const fs::path& path);                          // Error naming the file and the problem
+    static SafetensorsFile from_bytes(std::string bytes, std::string where);    // for fuzzing/tests
     const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }  // in data-offset order
     const SafetensorsTensor* find(std::string_view name) const;                 // nullptr if absent
     const std::map<std::string, std::string>& metadata() const { return metadata_; }  // "__metadata__"
-    const std::string& where() const { return where_; }                         // the file name, for errors
+    const std::string& where() const { return where_; }                               // the file name, for errors
 
 private:
     struct Storage;  // the bytes; shared so tensor pointers survive moves and copies
@@ -95,7 +95,6 @@ std::string serialize_safetensors(const std::vector<TensorToWrite>& tensors,
                                   const std::map<std::string, std::string>& metadata);  // the file's bytes
 // The same bytes written atomically (streamed, no second copy of the data).
 void write_safetensors(const fs::path& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata,
-                       Overwrite mode = Overwrite::refuse);
+                       const std::map<std::string, std::string>& metadata, Overwrite mode = Overwrite::refuse);
 
 }  // namespace ppolab

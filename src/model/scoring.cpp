@@ -29,7 +29,8 @@ ScoringBatch scoring_batch(const std::vector<ScoringRow>& rows, const ScoringLim
     s.B = static_cast<int64_t>(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
         check_row(rows[i], i, lim);
-        const int64_t p = static_cast<int64_t>(rows[i].prompt.size()), r = static_cast<int64_t>(rows[i].response.size());
+        const int64_t p = static_cast<int64_t>(rows[i].prompt.size()),
+                      r = static_cast<int64_t>(rows[i].response.size());
         s.P = std::max(s.P, p);
         s.R = std::max(s.R, r);
     }
@@ -154,9 +155,7 @@ void Scorer::scatter_backward(const std::vector<int64_t>& src) {
 }
 
 // The batch the model last ran must be this one (a backward after another forward is a bug).
-static void check_same(const Qwen2& m, const ScoringBatch& s) {
-    PPOLAB_ASSERT(m.batch() == s.B && m.length() == s.T);
-}
+static void check_same(const Qwen2& m, const ScoringBatch& s) { PPOLAB_ASSERT(m.batch() == s.B && m.length() == s.T); }
 
 // Per-token outputs read the hidden state before each token: a packed pair
 // batch's second answer does not follow its first.

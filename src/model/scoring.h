@@ -27,9 +27,9 @@
 namespace ppolab {
 
 struct ScoringLimits {
-    int64_t max_prompt = 256;    // tokens of the rendered prompt
-    int64_t max_response = 64;   // tokens of the response, EOS included
-    int64_t max_context = 320;   // prompt + response
+    int64_t max_prompt = 256;   // tokens of the rendered prompt
+    int64_t max_response = 64;  // tokens of the response, EOS included
+    int64_t max_context = 320;  // prompt + response
 };
 
 struct ScoringRow {
@@ -79,7 +79,7 @@ public:
     Scorer& operator=(const Scorer&) = delete;
 
     void response_logprobs(const ScoringBatch& batch, float* logp, bool for_backward = false);  // (B, T)
-    void response_logprobs_backward(const ScoringBatch& batch, const float* dlogp);              // (B, T)
+    void response_logprobs_backward(const ScoringBatch& batch, const float* dlogp);             // (B, T)
 
     void reward_scores(const ScoringBatch& batch, const ScalarHead& head, float* scores,
                        bool for_backward = false);  // (B), or (reads) of a packed pair batch

@@ -40,9 +40,9 @@ private:
 
 struct Matrix {
     WeightType type = WeightType::bf16;
-    int64_t rows = 0, cols = 0;  // [out_features, in_features]
-    std::vector<bf16> b;         // filled when type == bf16
-    std::vector<float> f;        // filled when type == f32
+    int64_t rows = 0, cols = 0;    // [out_features, in_features]
+    std::vector<bf16> b;           // filled when type == bf16
+    std::vector<float> f;          // filled when type == f32
     FrozenLayouts frozen_layouts;  // set by freeze()
 
     int64_t numel() const { return rows * cols; }
@@ -81,10 +81,10 @@ struct LayerWeights {
 
 struct Qwen2Weights {
     Qwen2Config config;
-    Matrix embed_tokens;              // (V, H)
-    std::vector<LayerWeights> layers; // L
-    std::vector<float> norm;          // (H) final RMSNorm
-    Matrix lm_head;                   // (V, H); empty when tie_word_embeddings
+    Matrix embed_tokens;               // (V, H)
+    std::vector<LayerWeights> layers;  // L
+    std::vector<float> norm;           // (H) final RMSNorm
+    Matrix lm_head;                    // (V, H); empty when tie_word_embeddings
 
     const Matrix& output_matrix() const { return config.tie_word_embeddings ? embed_tokens : lm_head; }
 };

@@ -58,8 +58,8 @@ std::string train_bpe_tokenizer_json(const std::vector<std::string>& texts, int6
                                      const std::vector<std::string>& special_tokens, BpeTrainStats* stats) {
     const int64_t n_special = static_cast<int64_t>(special_tokens.size());
     if (vocab_size < 256 + n_special)
-        fail("BPE training: vocab_size ", vocab_size, " is too small; expected at least 256 byte tokens + ",
-             n_special, " special tokens = ", 256 + n_special);
+        fail("BPE training: vocab_size ", vocab_size, " is too small; expected at least 256 byte tokens + ", n_special,
+             " special tokens = ", 256 + n_special);
     std::unordered_set<std::string> seen_special;
     for (const std::string& s : special_tokens) {
         if (s.empty() || !utf8_is_valid(s)) fail("BPE training: special token \"", s, "\" is empty or not UTF-8");
@@ -172,8 +172,7 @@ std::string train_bpe_tokenizer_json(const std::vector<std::string>& texts, int6
     out += "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [";
     for (int64_t i = 0; i < n_special; ++i) {
         out += i ? ",\n" : "\n";
-        out += "    {\"id\": " + std::to_string(first_special + i) + ", \"content\": " +
-               json_quote(special_tokens[i]) +
+        out += "    {\"id\": " + std::to_string(first_special + i) + ", \"content\": " + json_quote(special_tokens[i]) +
                ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, "
                "\"special\": true}";
     }
@@ -181,15 +180,17 @@ std::string train_bpe_tokenizer_json(const std::vector<std::string>& texts, int6
     const std::string byte_level =
         "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false}";
     out += "  \"normalizer\": {\"type\": \"NFC\"},\n";
-    out += "  \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
-           "{\"Regex\": " + json_quote(kQwen2SplitRegex) +
-           "}, \"behavior\": \"Isolated\", \"invert\": false}, " + byte_level + "]},\n";
+    out +=
+        "  \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+        "{\"Regex\": " +
+        json_quote(kQwen2SplitRegex) + "}, \"behavior\": \"Isolated\", \"invert\": false}, " + byte_level + "]},\n";
     out += "  \"post_processor\": " + byte_level + ",\n";
     out += "  \"decoder\": " + byte_level + ",\n";
-    out += "  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n    \"unk_token\": null,\n"
-           "    \"continuing_subword_prefix\": \"\",\n    \"end_of_word_suffix\": \"\",\n"
-           "    \"fuse_unk\": false,\n    \"byte_fallback\": false,\n    \"ignore_merges\": false,\n"
-           "    \"vocab\": {";
+    out +=
+        "  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n    \"unk_token\": null,\n"
+        "    \"continuing_subword_prefix\": \"\",\n    \"end_of_word_suffix\": \"\",\n"
+        "    \"fuse_unk\": false,\n    \"byte_fallback\": false,\n    \"ignore_merges\": false,\n"
+        "    \"vocab\": {";
     for (size_t id = 0; id < spelled.size(); ++id)
         out += (id ? ",\n      " : "\n      ") + json_quote(spelled[id]) + ": " + std::to_string(id);
     out += "\n    },\n    \"merges\": [";

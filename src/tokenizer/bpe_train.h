@@ -23,7 +23,6 @@ struct BpeTrainStats {
 // the texts are cut out before counting. Deterministic: the most frequent
 // pair wins, ties go to the smaller (left, right) byte-level spelling.
 std::string train_bpe_tokenizer_json(const std::vector<std::string>& texts, int64_t vocab_size,
-                                     const std::vector<std::string>& special_tokens,
-                                     BpeTrainStats* stats = nullptr);
+                                     const std::vector<std::string>& special_tokens, BpeTrainStats* stats = nullptr);
 
 }  // namespace ppolab

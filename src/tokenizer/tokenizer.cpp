@@ -25,15 +25,13 @@ std::string type_of(const json& obj, std::string_view field, std::string_view wh
 }
 
 // Optional boolean that, when present, must equal `want` (features we do not implement).
-void require_bool(const json& obj, std::string_view key, bool want, std::string_view field,
-                  std::string_view where) {
+void require_bool(const json& obj, std::string_view key, bool want, std::string_view field, std::string_view where) {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return;
-    if (!it->is_boolean())
-        fail(where, ": field '", field, ".", key, "' must be true or false, got ", it->type_name());
+    if (!it->is_boolean()) fail(where, ": field '", field, ".", key, "' must be true or false, got ", it->type_name());
     if (it->get<bool>() != want)
-        fail(where, ": field '", field, ".", key, "' is ", it->get<bool>() ? "true" : "false",
-             "; only ", want ? "true" : "false", " is supported");
+        fail(where, ": field '", field, ".", key, "' is ", it->get<bool>() ? "true" : "false", "; only ",
+             want ? "true" : "false", " is supported");
 }
 
 bool parse_normalizer(const json& n, std::string_view where) {
@@ -67,8 +65,10 @@ SplitPattern parse_split(const json& s, std::string_view where) {
     std::string regex = pattern["Regex"].get<std::string>();
     auto known = split_pattern_from_regex(regex);
     if (!known)
-        fail(where, ": field 'pre_tokenizer.pretokenizers[0].pattern.Regex' is a regex ppolab does not "
-                    "implement: \"", regex, "\"; expected the Qwen2, Llama 3 or GPT-2 split pattern");
+        fail(where,
+             ": field 'pre_tokenizer.pretokenizers[0].pattern.Regex' is a regex ppolab does not "
+             "implement: \"",
+             regex, "\"; expected the Qwen2, Llama 3 or GPT-2 split pattern");
     std::string behavior = json_string(s, "behavior", where);
     if (behavior != "Isolated")
         fail(where, ": field 'pre_tokenizer.pretokenizers[0].behavior' must be \"Isolated\", got \"", behavior, "\"");
@@ -89,8 +89,7 @@ SplitPattern parse_pre_tokenizer(const json& p, std::string_view where) {
     if (!list.is_array() || list.size() != 2)
         fail(where, ": field 'pre_tokenizer.pretokenizers' must be [Split, ByteLevel]");
     std::string t0 = type_of(list[0], "pre_tokenizer.pretokenizers[0]", where);
-    if (t0 != "Split")
-        fail(where, ": field 'pre_tokenizer.pretokenizers[0].type' must be \"Split\", got \"", t0, "\"");
+    if (t0 != "Split") fail(where, ": field 'pre_tokenizer.pretokenizers[0].type' must be \"Split\", got \"", t0, "\"");
     std::string t1 = type_of(list[1], "pre_tokenizer.pretokenizers[1]", where);
     if (t1 != "ByteLevel")
         fail(where, ": field 'pre_tokenizer.pretokenizers[1].type' must be \"ByteLevel\", got \"", t1, "\"");
@@ -173,7 +172,8 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, std::string_view wher
         if (!a.is_object()) fail(where, ": field '", field, "' must be an object");
         AddedToken tok;
         int64_t id = json_int(a, "id", where);
-        if (id < 0 || id >= kMaxTokenId) fail(where, ": field '", field, ".id' is ", id, "; expected 0..", kMaxTokenId - 1);
+        if (id < 0 || id >= kMaxTokenId)
+            fail(where, ": field '", field, ".id' is ", id, "; expected 0..", kMaxTokenId - 1);
         tok.id = static_cast<int32_t>(id);
         tok.content = json_string(a, "content", where);
         if (tok.content.empty()) fail(where, ": field '", field, ".content' is empty");
@@ -186,8 +186,9 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, std::string_view wher
         int64_t expected = max_added < entries ? entries : max_added + 1;
         if (auto v = t.vocab_.find(tok.content); v != t.vocab_.end()) expected = v->second;
         if (id != expected)
-            fail(where, ": field '", field, ".id' is ", id, " for \"", tok.content, "\"; the tokenizers library gives it id ",
-                 expected, " (its model.vocab id, or the next id after model.vocab and the added tokens before it)");
+            fail(where, ": field '", field, ".id' is ", id, " for \"", tok.content,
+                 "\"; the tokenizers library gives it id ", expected,
+                 " (its model.vocab id, or the next id after model.vocab and the added tokens before it)");
         max_added = std::max(max_added, id);
         tok.special = a.contains("special") ? json_bool(a, "special", where) : false;
         tok.normalized = a.contains("normalized") ? json_bool(a, "normalized", where) : !tok.special;
@@ -314,8 +315,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
         text, raw_added_, added_,
         [&](std::string_view span) {
             std::string norm = nfc_ ? nfc_normalize(span) : std::string(span);
-            split_on_added(norm, normalized_added_, added_, [&](std::string_view rest) { encode_plain(rest, out); },
-                           emit);
+            split_on_added(
+                norm, normalized_added_, added_, [&](std::string_view rest) { encode_plain(rest, out); }, emit);
         },
         emit);
     return out;

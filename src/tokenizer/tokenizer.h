@@ -53,7 +53,7 @@ public:
     // nullopt when an id is not a token or the bytes are not valid UTF-8.
     std::optional<std::string> decode_strict(std::span<const int32_t> ids) const;
 
-    std::string token_bytes(int32_t id) const;  // raw bytes of one token ("" if none)
+    std::string token_bytes(int32_t id) const;          // raw bytes of one token ("" if none)
     int32_t token_to_id(std::string_view token) const;  // byte-level spelling or added content; -1 if absent
     int64_t vocab_size() const { return static_cast<int64_t>(pieces_.size()); }  // max id + 1
     bool is_special(int32_t id) const;
@@ -81,15 +81,15 @@ private:
         size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
     };
     using StringMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
-    StringMap vocab_;      // byte-level spelling -> id (model)
-    StringMap added_ids_;  // content -> id
-    std::unordered_map<uint64_t, Merge> merges_;          // (left id, right id) -> rank, merged id
+    StringMap vocab_;                             // byte-level spelling -> id (model)
+    StringMap added_ids_;                         // content -> id
+    std::unordered_map<uint64_t, Merge> merges_;  // (left id, right id) -> rank, merged id
     std::vector<AddedToken> added_;
-    AddedTokenSet raw_added_;         // normalized=false: matched in the raw text
-    AddedTokenSet normalized_added_;  // normalized=true: matched after NFC
-    std::vector<std::string> pieces_;  // (vocab_size) raw bytes of each id
-    std::vector<uint8_t> has_;         // (vocab_size) 1 where the id is a token
-    std::vector<uint8_t> special_;     // (vocab_size)
+    AddedTokenSet raw_added_;              // normalized=false: matched in the raw text
+    AddedTokenSet normalized_added_;       // normalized=true: matched after NFC
+    std::vector<std::string> pieces_;      // (vocab_size) raw bytes of each id
+    std::vector<uint8_t> has_;             // (vocab_size) 1 where the id is a token
+    std::vector<uint8_t> special_;         // (vocab_size)
     std::array<int32_t, 256> byte_ids_{};  // id of each single byte, -1 if absent
     int32_t unk_id_ = -1;
     bool nfc_ = false;

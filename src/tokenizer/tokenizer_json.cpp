@@ -27,7 +27,8 @@ public:
     bool binary(binary_t& v) { return table_value("binary") && (mode_ != Mode::normal || dom_.binary(v)); }
     bool number_integer(number_integer_t v) { return integer(v) && (mode_ != Mode::normal || dom_.number_integer(v)); }
     bool number_unsigned(number_unsigned_t v) {
-        if (v > static_cast<number_unsigned_t>(INT64_MAX)) return integer(INT64_MAX) && (mode_ != Mode::normal || dom_.number_unsigned(v));
+        if (v > static_cast<number_unsigned_t>(INT64_MAX))
+            return integer(INT64_MAX) && (mode_ != Mode::normal || dom_.number_unsigned(v));
         return integer(static_cast<int64_t>(v)) && (mode_ != Mode::normal || dom_.number_unsigned(v));
     }
     bool string(string_t& s) {
@@ -35,7 +36,8 @@ public:
         if (mode_ == Mode::merges) {
             if (pair_depth_ == 0) {
                 size_t sp = s.find(' ');
-                if (sp == std::string::npos || sp == 0 || sp + 1 == s.size() || s.find(' ', sp + 1) != std::string::npos)
+                if (sp == std::string::npos || sp == 0 || sp + 1 == s.size() ||
+                    s.find(' ', sp + 1) != std::string::npos)
                     return merge_error("\"left right\" (two tokens, one space), got \"" + s + "\"");
                 out_.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
             } else {

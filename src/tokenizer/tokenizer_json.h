@@ -16,10 +16,10 @@
 namespace ppolab {
 
 struct TokenizerJson {
-    json root;                                             // model.vocab / model.merges emptied
-    bool has_vocab_object = false;                         // model.vocab was an object
-    bool has_merges_array = false;                         // model.merges was an array
-    std::vector<std::pair<std::string, int64_t>> vocab;    // in file order
+    json root;                                                // model.vocab / model.merges emptied
+    bool has_vocab_object = false;                            // model.vocab was an object
+    bool has_merges_array = false;                            // model.merges was an array
+    std::vector<std::pair<std::string, int64_t>> vocab;       // in file order
     std::vector<std::pair<std::string, std::string>> merges;  // (left, right), in rank order
 };
 

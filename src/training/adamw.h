@@ -39,7 +39,7 @@ struct AdamWConfig {
 
 // The serialisable state of one optimiser: step count and both moments.
 struct AdamWState {
-    int64_t step = 0;                     // updates done so far
+    int64_t step = 0;  // updates done so far
     AdamWConfig config;
     std::vector<NamedTensor> exp_avg;     // m, one per parameter, same names/shapes
     std::vector<NamedTensor> exp_avg_sq;  // v

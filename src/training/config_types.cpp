@@ -111,12 +111,12 @@ struct Field {
 template <class S>
 const std::vector<Field<S>>& fields_of();
 
-#define PPOLAB_FIELD_TABLE(Struct, LIST)                                   \
-    template <>                                                            \
-    const std::vector<Field<Struct>>& fields_of<Struct>() {                \
-        using Section = Struct;                                            \
+#define PPOLAB_FIELD_TABLE(Struct, LIST)                                             \
+    template <>                                                                      \
+    const std::vector<Field<Struct>>& fields_of<Struct>() {                          \
+        using Section = Struct;                                                      \
         static const std::vector<Field<Struct>> table = {LIST(PPOLAB_CONFIG_FIELD)}; \
-        return table;                                                      \
+        return table;                                                                \
     }
 
 PPOLAB_FIELD_TABLE(CorpusSection, PPOLAB_CORPUS_FIELDS)
@@ -299,8 +299,10 @@ void check_across_fields(const StudyConfig& s) {
     // The model's own bound (the smallest dimension of a targeted
     // projection) is checked where the adapters are built (make_role).
     if (s.lora.rank > kMaxLoraRank)
-        fail("config: 'lora.rank' must be <= ", kMaxLoraRank, " (and at most the smallest dimension of the "
-             "targeted projections), got ", s.lora.rank);
+        fail("config: 'lora.rank' must be <= ", kMaxLoraRank,
+             " (and at most the smallest dimension of the "
+             "targeted projections), got ",
+             s.lora.rank);
     if (s.limits.max_context < s.limits.max_response + 1)
         fail("config: 'limits.max_context' (", s.limits.max_context,
              ") must leave room for a prompt token and 'limits.max_response' (", s.limits.max_response, ")");

@@ -30,8 +30,8 @@ using OptionalString = std::optional<std::string>;
 struct FieldCheck {
     enum class Type { none, count, range, one_of, subset_of };
     Type type = Type::none;
-    int64_t min = 0;                // count: >= min and <= kMaxConfigCount
-    double lo = 0, hi = 0;          // range: [lo, hi], or (lo, hi] when lo_open
+    int64_t min = 0;        // count: >= min and <= kMaxConfigCount
+    double lo = 0, hi = 0;  // range: [lo, hi], or (lo, hi] when lo_open
     bool lo_open = false;
     std::vector<std::string> names;  // one_of: the value; subset_of: every element (non-empty list)
 };
@@ -53,28 +53,28 @@ const std::vector<std::string>& lora_target_names();
 #define PPOLAB_CONFIG_MEMBER(type, member, unit, check, meaning) type member{};
 
 // corpus: the synthetic OfficeHelpPrefs corpus (SPEC §1).
-#define PPOLAB_CORPUS_FIELDS(X)                                                                                   \
-    X(std::string, name, "name", field::any(), "the corpus's name")                                                \
-    X(std::string, revision, "revision", field::any(), "corpus revision named in every output's identity")         \
-    X(std::string, study_revision, "revision", field::any(), "revision of the study's protocol on that corpus")    \
+#define PPOLAB_CORPUS_FIELDS(X)                                                                                 \
+    X(std::string, name, "name", field::any(), "the corpus's name")                                             \
+    X(std::string, revision, "revision", field::any(), "corpus revision named in every output's identity")      \
+    X(std::string, study_revision, "revision", field::any(), "revision of the study's protocol on that corpus") \
     X(int64_t, seed, "seed", field::any(), "seed of the corpus generation (ppolab prepare)")
 struct CorpusSection {
     PPOLAB_CORPUS_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
 // model: the frozen base model every role adapts (SPEC §2).
-#define PPOLAB_MODEL_FIELDS(X)                                                                                      \
-    X(OptionalString, shape, "name", field::any(),                                                                   \
-      "architecture shape: tiny (pretrained by ppolab in RUN/base) or a named checkpoint; null: any folder")       \
-    X(OptionalString, name_or_path, "name", field::any(), "the base model's name (PEFT base_model_name_or_path)")    \
-    X(OptionalString, revision, "git revision", field::any(), "the base model's pinned revision; null: not pinned")  \
+#define PPOLAB_MODEL_FIELDS(X)                                                                                        \
+    X(OptionalString, shape, "name", field::any(),                                                                    \
+      "architecture shape: tiny (pretrained by ppolab in RUN/base) or a named checkpoint; null: any folder")          \
+    X(OptionalString, name_or_path, "name", field::any(), "the base model's name (PEFT base_model_name_or_path)")     \
+    X(OptionalString, revision, "git revision", field::any(), "the base model's pinned revision; null: not pinned")   \
     X(bool, pin_architecture, "flag", field::any(), "refuse a base whose config.json is not the seed's architecture") \
-    X(std::string, base_dtype, "dtype", field::any(), "stored dtype of the frozen base weights")                     \
-    X(OptionalString, eos_token, "token", field::any(), "the only token that ends a response")                      \
-    X(OptionalInt, eos_token_id, "token id", field::any(), "expected id of eos_token; null: not checked")           \
-    X(OptionalString, pad_token, "token", field::any(), "the padding token")                                         \
-    X(OptionalInt, pad_token_id, "token id", field::any(), "expected id of pad_token; null: not checked")           \
-    X(std::string, chat_template, "name", field::any(), "the chat template that renders prompts")                   \
+    X(std::string, base_dtype, "dtype", field::any(), "stored dtype of the frozen base weights")                      \
+    X(OptionalString, eos_token, "token", field::any(), "the only token that ends a response")                        \
+    X(OptionalInt, eos_token_id, "token id", field::any(), "expected id of eos_token; null: not checked")             \
+    X(OptionalString, pad_token, "token", field::any(), "the padding token")                                          \
+    X(OptionalInt, pad_token_id, "token id", field::any(), "expected id of pad_token; null: not checked")             \
+    X(std::string, chat_template, "name", field::any(), "the chat template that renders prompts")                     \
     X(std::string, system_prompt, "text", field::any(), "the chat template's system line")
 struct ModelSection {
     PPOLAB_MODEL_FIELDS(PPOLAB_CONFIG_MEMBER)
@@ -82,66 +82,66 @@ struct ModelSection {
 
 // pretrain: pretraining the tiny base model from scratch (SPEC §10).
 #define PPOLAB_PRETRAIN_FIELDS(X)                                                                                  \
-    X(bool, enabled, "flag", field::any(), "`ppolab run` pretrains the base first (the tiny preset)")               \
-    X(OptionalInt, tokenizer_vocab_size, "tokens", field::any(), "size of the byte-level BPE vocabulary to train")  \
-    X(int64_t, tokens, "tokens", field::any(), "training tokens to process")                                        \
-    X(int64_t, batch_rows, "rows", field::any(), "sequences per optimiser update")                                  \
-    X(int64_t, sequence_length, "tokens", field::any(), "tokens per training sequence")                             \
-    X(double, lr, "learning rate", field::above(0, kConfigInf), "peak learning rate")                                  \
-    X(double, weight_decay, "coefficient", field::range(0, kConfigInf), "AdamW decoupled weight decay")              \
-    X(double, clip, "gradient norm", field::above(0, kConfigInf), "global gradient-norm clip")                         \
-    X(double, warmup_ratio, "fraction of updates", field::range(0, 1), "linear warm-up share of the schedule")       \
-    X(double, min_lr_ratio, "fraction of lr", field::range(0, 1), "cosine decay's floor as a fraction of lr")        \
-    X(int64_t, seed, "seed", field::any(), "seed of the initialisation and the data order")                         \
-    X(bool, world_knowledge, "flag", field::any(), "mix general-knowledge prose into the pretraining text")         \
+    X(bool, enabled, "flag", field::any(), "`ppolab run` pretrains the base first (the tiny preset)")              \
+    X(OptionalInt, tokenizer_vocab_size, "tokens", field::any(), "size of the byte-level BPE vocabulary to train") \
+    X(int64_t, tokens, "tokens", field::any(), "training tokens to process")                                       \
+    X(int64_t, batch_rows, "rows", field::any(), "sequences per optimiser update")                                 \
+    X(int64_t, sequence_length, "tokens", field::any(), "tokens per training sequence")                            \
+    X(double, lr, "learning rate", field::above(0, kConfigInf), "peak learning rate")                              \
+    X(double, weight_decay, "coefficient", field::range(0, kConfigInf), "AdamW decoupled weight decay")            \
+    X(double, clip, "gradient norm", field::above(0, kConfigInf), "global gradient-norm clip")                     \
+    X(double, warmup_ratio, "fraction of updates", field::range(0, 1), "linear warm-up share of the schedule")     \
+    X(double, min_lr_ratio, "fraction of lr", field::range(0, 1), "cosine decay's floor as a fraction of lr")      \
+    X(int64_t, seed, "seed", field::any(), "seed of the initialisation and the data order")                        \
+    X(bool, world_knowledge, "flag", field::any(), "mix general-knowledge prose into the pretraining text")        \
     X(int64_t, conversations, "conversations", field::any(), "synthetic help-desk conversations in the text")      \
-    X(int64_t, prose, "passages", field::any(), "synthetic prose passages in the text")                             \
-    X(double, init_stddev, "standard deviation", field::any(), "stddev of the normal initialisation of weights")    \
-    X(std::string, precision, "precision", field::any(), "training precision (fp32 or bf16)")                       \
-    X(int64_t, check_prompts, "prompts", field::any(), "prompts generated to check the pretrained base (0: none)")  \
+    X(int64_t, prose, "passages", field::any(), "synthetic prose passages in the text")                            \
+    X(double, init_stddev, "standard deviation", field::any(), "stddev of the normal initialisation of weights")   \
+    X(std::string, precision, "precision", field::any(), "training precision (fp32 or bf16)")                      \
+    X(int64_t, check_prompts, "prompts", field::any(), "prompts generated to check the pretrained base (0: none)") \
     X(int64_t, check_max_new_tokens, "tokens", field::any(), "longest answer generated by that check")
 struct PretrainSection {
     PPOLAB_PRETRAIN_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
 // lora: the adapters every role trains (SPEC §2).
-#define PPOLAB_LORA_FIELDS(X)                                                                                      \
-    X(int64_t, rank, "rank", field::count(1), "rank r of every adapter (<= 65536 and the projections' dimensions)")  \
-    X(int64_t, alpha, "scale numerator", field::above(0, kConfigInf),                                                  \
-      "LoRA alpha: adapters are scaled by alpha / rank")                                                               \
-    X(double, dropout, "probability", field::range(0, 0), "adapter dropout (SPEC §2: none; nothing implements it)")  \
-    X(ConfigNames, targets, "projection names", field::subset_of(lora_target_names()),                                 \
-      "the projections that get adapters")                                                                             \
-    X(OptionalInt, parameters_per_role, "parameters", field::any(),                                                  \
+#define PPOLAB_LORA_FIELDS(X)                                                                                       \
+    X(int64_t, rank, "rank", field::count(1), "rank r of every adapter (<= 65536 and the projections' dimensions)") \
+    X(int64_t, alpha, "scale numerator", field::above(0, kConfigInf),                                               \
+      "LoRA alpha: adapters are scaled by alpha / rank")                                                            \
+    X(double, dropout, "probability", field::range(0, 0), "adapter dropout (SPEC §2: none; nothing implements it)") \
+    X(ConfigNames, targets, "projection names", field::subset_of(lora_target_names()),                              \
+      "the projections that get adapters")                                                                          \
+    X(OptionalInt, parameters_per_role, "parameters", field::any(),                                                 \
       "expected adapter parameters per role; null: not checked")
 struct LoraSection {
     PPOLAB_LORA_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
 // heads: the scalar heads of the judge and the critic (SPEC §2).
-#define PPOLAB_HEADS_FIELDS(X)                                                                                      \
-    X(OptionalInt, parameters, "parameters", field::any(),                                                             \
-      "expected parameters of one scalar head; null: not checked")                                                     \
-    X(double, reward_weight_std, "standard deviation", field::any(),                                                   \
-      "stddev of the judge head's normal initialisation")                                                              \
+#define PPOLAB_HEADS_FIELDS(X)                                       \
+    X(OptionalInt, parameters, "parameters", field::any(),           \
+      "expected parameters of one scalar head; null: not checked")   \
+    X(double, reward_weight_std, "standard deviation", field::any(), \
+      "stddev of the judge head's normal initialisation")            \
     X(bool, critic_zero_init, "flag", field::any(), "the critic's head starts at zero")
 struct HeadsConfig {
     PPOLAB_HEADS_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
 // limits: token budgets; a row over them is refused, never truncated (SPEC §3).
-#define PPOLAB_LIMITS_FIELDS(X)                                                                                 \
-    X(int64_t, max_prompt, "tokens", field::count(1), "longest rendered prompt")                                   \
-    X(int64_t, max_response, "tokens", field::count(1), "longest response, EOS included")                          \
+#define PPOLAB_LIMITS_FIELDS(X)                                                           \
+    X(int64_t, max_prompt, "tokens", field::count(1), "longest rendered prompt")          \
+    X(int64_t, max_response, "tokens", field::count(1), "longest response, EOS included") \
     X(int64_t, max_context, "tokens", field::count(1), "longest prompt + response (> max_response)")
 struct LimitsConfig {
     PPOLAB_LIMITS_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
 // adamw: the optimiser's moments, shared by every stage (SPEC §3).
-#define PPOLAB_ADAMW_FIELDS(X)                                                                          \
-    X(double, beta1, "decay rate", field::range(0, 1), "first-moment decay")                               \
-    X(double, beta2, "decay rate", field::range(0, 1), "second-moment decay")                              \
+#define PPOLAB_ADAMW_FIELDS(X)                                                \
+    X(double, beta1, "decay rate", field::range(0, 1), "first-moment decay")  \
+    X(double, beta2, "decay rate", field::range(0, 1), "second-moment decay") \
     X(double, eps, "epsilon", field::above(0, 1), "added to the second moment's square root")
 struct AdamWSection {
     PPOLAB_ADAMW_FIELDS(PPOLAB_CONFIG_MEMBER)
@@ -149,19 +149,19 @@ struct AdamWSection {
 
 // The optimiser fields every learning stage has (lr is per stage: PPO has two).
 #define PPOLAB_OPTIMISER_FIELDS(X)                                                                             \
-    X(double, weight_decay, "coefficient", field::range(0, kConfigInf), "AdamW decoupled weight decay")           \
-    X(double, clip, "gradient norm", field::above(0, kConfigInf), "global gradient-norm clip")                       \
-    X(double, warmup_ratio, "fraction of updates", field::range(0, 1), "linear warm-up share of the schedule")   \
+    X(double, weight_decay, "coefficient", field::range(0, kConfigInf), "AdamW decoupled weight decay")        \
+    X(double, clip, "gradient norm", field::above(0, kConfigInf), "global gradient-norm clip")                 \
+    X(double, warmup_ratio, "fraction of updates", field::range(0, 1), "linear warm-up share of the schedule") \
     X(double, min_lr_ratio, "fraction of lr", field::range(0, 1), "cosine decay's floor as a fraction of lr")
 
 // sft: supervised fine-tuning of the policy adapter (SPEC §3).
-#define PPOLAB_SFT_FIELDS(X)                                                                                   \
-    X(int64_t, epochs, "epochs", field::count(1), "passes over the SFT training rows")                            \
-    X(int64_t, accumulation, "rows per update", field::count(1), "rows whose gradients make one update")         \
-    X(double, lr, "learning rate", field::above(0, kConfigInf), "peak learning rate")                                 \
-    PPOLAB_OPTIMISER_FIELDS(X)                                                                                 \
-    X(int64_t, adapter_seed, "seed", field::any(), "seed of the adapter's initialisation")                     \
-    X(int64_t, sampler_seed, "seed", field::any(), "seed of the row order")                                    \
+#define PPOLAB_SFT_FIELDS(X)                                                                             \
+    X(int64_t, epochs, "epochs", field::count(1), "passes over the SFT training rows")                   \
+    X(int64_t, accumulation, "rows per update", field::count(1), "rows whose gradients make one update") \
+    X(double, lr, "learning rate", field::above(0, kConfigInf), "peak learning rate")                    \
+    PPOLAB_OPTIMISER_FIELDS(X)                                                                           \
+    X(int64_t, adapter_seed, "seed", field::any(), "seed of the adapter's initialisation")               \
+    X(int64_t, sampler_seed, "seed", field::any(), "seed of the row order")                              \
     X(int64_t, interrupt_epoch, "epochs", field::count(0), "epoch after which `--mode interrupt` stops")
 struct SftConfig {
     PPOLAB_SFT_FIELDS(PPOLAB_CONFIG_MEMBER)
@@ -170,9 +170,9 @@ struct SftConfig {
 // reward: the Bradley–Terry judge (SPEC §3). `RewardConfig` is PPO's reward
 // shaping (ppo_math.h), hence the name.
 #define PPOLAB_JUDGE_FIELDS(X)                                                                                 \
-    X(int64_t, epochs, "epochs", field::count(1), "passes over the training pairs")                              \
-    X(int64_t, pairs_per_update, "pairs per update", field::count(1), "pairs whose gradients make one update")   \
-    X(double, lr, "learning rate", field::above(0, kConfigInf), "peak learning rate")                                 \
+    X(int64_t, epochs, "epochs", field::count(1), "passes over the training pairs")                            \
+    X(int64_t, pairs_per_update, "pairs per update", field::count(1), "pairs whose gradients make one update") \
+    X(double, lr, "learning rate", field::above(0, kConfigInf), "peak learning rate")                          \
     PPOLAB_OPTIMISER_FIELDS(X)                                                                                 \
     X(int64_t, adapter_seed, "seed", field::any(), "seed of the adapter's initialisation")                     \
     X(int64_t, head_seed, "seed", field::any(), "seed of the reward head's initialisation")                    \
@@ -183,51 +183,51 @@ struct JudgeConfig {
 };
 
 // ppo: PPO of the actor and critic against the judge (SPEC §4–§5).
-#define PPOLAB_PPO_FIELDS(X)                                                                                        \
-    X(int64_t, iterations, "iterations", field::count(1), "rollout-and-update iterations")                            \
-    X(int64_t, prompts_per_iteration, "prompts", field::count(1), "prompts rolled out per iteration")                 \
-    X(int64_t, updates_per_iteration, "updates", field::count(1), "optimiser updates per iteration")                  \
+#define PPOLAB_PPO_FIELDS(X)                                                                                           \
+    X(int64_t, iterations, "iterations", field::count(1), "rollout-and-update iterations")                             \
+    X(int64_t, prompts_per_iteration, "prompts", field::count(1), "prompts rolled out per iteration")                  \
+    X(int64_t, updates_per_iteration, "updates", field::count(1), "optimiser updates per iteration")                   \
     X(double, actor_lr, "learning rate", field::above(0, kConfigInf), "the actor's peak learning rate")                \
     X(double, critic_lr, "learning rate", field::above(0, kConfigInf), "the critic's peak learning rate")              \
-    PPOLAB_OPTIMISER_FIELDS(X)                                                                                      \
-    X(double, beta, "coefficient", field::range(0, kConfigInf), "KL penalty per token against the SFT policy")        \
+    PPOLAB_OPTIMISER_FIELDS(X)                                                                                         \
+    X(double, beta, "coefficient", field::range(0, kConfigInf), "KL penalty per token against the SFT policy")         \
     X(double, gamma, "discount", field::range(0, 1), "discount of future rewards")                                     \
-    X(double, lambda, "GAE lambda", field::range(0, 1), "generalised advantage estimation's lambda")                  \
+    X(double, lambda, "GAE lambda", field::range(0, 1), "generalised advantage estimation's lambda")                   \
     X(double, clip_epsilon, "ratio", field::above(0, 1), "clip range of the probability ratio")                        \
-    X(double, value_loss_coef, "coefficient", field::range(0, kConfigInf), "weight of the critic's loss")             \
+    X(double, value_loss_coef, "coefficient", field::range(0, kConfigInf), "weight of the critic's loss")              \
     X(double, temperature, "temperature", field::above(0, kConfigInf), "sampling temperature (only 1 is implemented)") \
     X(std::string, missing_eos, "rule", field::one_of({"replace", "add"}),                                             \
-      "a response without EOS: replace its score by the penalty, or add the penalty")                              \
-    X(double, missing_eos_penalty, "reward", field::any(), "reward given to a response that did not end with EOS")  \
-    X(int64_t, interrupt_iteration, "iterations", field::count(0), "iteration after which `--mode interrupt` stops")  \
-    X(int64_t, sampler_seed, "seed", field::any(), "seed of the prompt order")                                      \
+      "a response without EOS: replace its score by the penalty, or add the penalty")                                  \
+    X(double, missing_eos_penalty, "reward", field::any(), "reward given to a response that did not end with EOS")     \
+    X(int64_t, interrupt_iteration, "iterations", field::count(0), "iteration after which `--mode interrupt` stops")   \
+    X(int64_t, sampler_seed, "seed", field::any(), "seed of the prompt order")                                         \
     X(int64_t, generation_seed, "seed", field::any(), "seed of the sampled responses")
 struct PpoConfig {
     PPOLAB_PPO_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
 // evaluation: generations of every policy on held-out prompts (SPEC §6).
-#define PPOLAB_EVALUATION_FIELDS(X)                                                                              \
-    X(ConfigNames, populations, "population names", field::any(), "prompt populations evaluated")                 \
-    X(bool, greedy, "flag", field::any(), "generate greedily")                                                    \
-    X(bool, sampled, "flag", field::any(), "also generate by sampling")                                           \
-    X(double, sample_temperature, "temperature", field::any(), "temperature of the sampled generations")          \
+#define PPOLAB_EVALUATION_FIELDS(X)                                                                      \
+    X(ConfigNames, populations, "population names", field::any(), "prompt populations evaluated")        \
+    X(bool, greedy, "flag", field::any(), "generate greedily")                                           \
+    X(bool, sampled, "flag", field::any(), "also generate by sampling")                                  \
+    X(double, sample_temperature, "temperature", field::any(), "temperature of the sampled generations") \
     X(int64_t, sample_seed, "seed", field::any(), "seed of the sampled generations")
 struct EvaluationConfig {
     PPOLAB_EVALUATION_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
 // feedback: the preference labels the judge learns from (SPEC §8).
-#define PPOLAB_FEEDBACK_FIELDS(X)                                                                                  \
-    X(std::string, kind, "source", field::one_of({"human", "ai"}),                                                     \
-      "who labels the pairs: people voting, or an AI judge")                                                           \
-    X(int64_t, min_train_labels, "labels", field::count(1), "fewest training labels the judge accepts")              \
-    X(int64_t, min_validation_labels, "labels", field::count(1), "fewest validation labels the judge accepts")       \
-    X(int64_t, min_test_labels, "labels", field::count(1), "fewest test labels the judge accepts")                   \
-    X(int64_t, split_seed, "seed", field::any(), "seed of the train/validation/test split")                        \
-    X(int64_t, candidate_seed, "seed", field::any(), "seed of the candidate pairs")                                \
-    X(int64_t, pairs, "pairs", field::count(1), "candidate pairs offered for labelling")                             \
-    X(double, train_fraction, "fraction of pairs", field::range(0, 1), "share of the pairs for training")           \
+#define PPOLAB_FEEDBACK_FIELDS(X)                                                                              \
+    X(std::string, kind, "source", field::one_of({"human", "ai"}),                                             \
+      "who labels the pairs: people voting, or an AI judge")                                                   \
+    X(int64_t, min_train_labels, "labels", field::count(1), "fewest training labels the judge accepts")        \
+    X(int64_t, min_validation_labels, "labels", field::count(1), "fewest validation labels the judge accepts") \
+    X(int64_t, min_test_labels, "labels", field::count(1), "fewest test labels the judge accepts")             \
+    X(int64_t, split_seed, "seed", field::any(), "seed of the train/validation/test split")                    \
+    X(int64_t, candidate_seed, "seed", field::any(), "seed of the candidate pairs")                            \
+    X(int64_t, pairs, "pairs", field::count(1), "candidate pairs offered for labelling")                       \
+    X(double, train_fraction, "fraction of pairs", field::range(0, 1), "share of the pairs for training")      \
     X(double, validation_fraction, "fraction of pairs", field::range(0, 1), "share for validation (the rest: test)")
 struct FeedbackConfig {
     PPOLAB_FEEDBACK_FIELDS(PPOLAB_CONFIG_MEMBER)
@@ -235,20 +235,20 @@ struct FeedbackConfig {
 
 // checkpoint: how often resume states are written (0: never); outside the
 // config hash, since it changes no number.
-#define PPOLAB_CHECKPOINT_FIELDS(X)                                                                            \
+#define PPOLAB_CHECKPOINT_FIELDS(X)                                                                                \
     X(int64_t, every_updates, "updates", field::count(0), "SFT and judge: a resume state every this many updates") \
     X(int64_t, pretrain_every_updates, "updates", field::count(0), "pretraining: a resume state every this many")  \
-    X(int64_t, every_iterations, "iterations", field::count(0), "PPO: a resume state every this many iterations") \
+    X(int64_t, every_iterations, "iterations", field::count(0), "PPO: a resume state every this many iterations")  \
     X(int64_t, every_rows, "rows", field::count(0), "evaluation: a resume state every this many rows")
 struct CheckpointConfig {
     PPOLAB_CHECKPOINT_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
 // The top-level keys that are not sections.
-#define PPOLAB_TOP_FIELDS(X)                                                                                     \
-    X(std::string, preset, "name", field::any(), "the preset this config starts from (tiny, seed, generic)")     \
-    X(std::string, description, "text", field::any(), "what the preset is for")                                  \
-    X(OptionalInt, max_updates, "updates", field::count(1),                                                          \
+#define PPOLAB_TOP_FIELDS(X)                                                                                 \
+    X(std::string, preset, "name", field::any(), "the preset this config starts from (tiny, seed, generic)") \
+    X(std::string, description, "text", field::any(), "what the preset is for")                              \
+    X(OptionalInt, max_updates, "updates", field::count(1),                                                  \
       "cap on each stage's optimiser updates (smoke runs); null: none")
 
 // The whole effective config, one member per top-level key.
@@ -277,11 +277,11 @@ struct StudyConfig {
 
 // One key's documentation, for --explain and the docs.
 struct ConfigFieldDoc {
-    std::string key;      // "ppo.beta", "max_updates"
-    std::string type;     // integer, number, boolean, string, list of strings; "or null" for optional keys
+    std::string key;   // "ppo.beta", "max_updates"
+    std::string type;  // integer, number, boolean, string, list of strings; "or null" for optional keys
     std::string unit;
     std::string meaning;
-    std::string check;    // describe(check): "" when any value of the type is accepted
+    std::string check;  // describe(check): "" when any value of the type is accepted
 };
 std::vector<ConfigFieldDoc> config_field_docs();  // every key, in StudyConfig's order
 struct ConfigSectionDoc {

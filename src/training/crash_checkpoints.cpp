@@ -1,7 +1,7 @@
 #include "training/crash_checkpoints.h"
 
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 
 #include "util/error.h"
@@ -37,7 +37,8 @@ StateFileInfo write_checkpoint(const fs::path& path, const ResumeState& state, c
     const std::string packed = gzip_compress(raw, 1);
     write_file_atomic(path, {packed}, Overwrite::replace, [&](const fs::path& temporary) {
         if (!die_before_rename) return;
-        std::fprintf(stderr, "PPOLAB_TEST_KILL_IN_CHECKPOINT: SIGKILL in checkpoint write %lld (%s written, not renamed)\n",
+        std::fprintf(stderr,
+                     "PPOLAB_TEST_KILL_IN_CHECKPOINT: SIGKILL in checkpoint write %lld (%s written, not renamed)\n",
                      static_cast<long long>(write_number), temporary.filename().c_str());
         std::fflush(stderr);
         std::raise(SIGKILL);
@@ -77,7 +78,8 @@ void remove_checkpoint(const fs::path& path) {
     fs::remove(path, ec);
     if (ec) fail("cannot remove the checkpoint '", path.string(), "': ", ec.message());
     remove_atomic_temporaries(path.parent_path());
-    if (fs::is_directory(path.parent_path(), ec) && fs::is_empty(path.parent_path(), ec)) fs::remove(path.parent_path(), ec);
+    if (fs::is_directory(path.parent_path(), ec) && fs::is_empty(path.parent_path(), ec))
+        fs::remove(path.parent_path(), ec);
 }
 
 template <typename T>

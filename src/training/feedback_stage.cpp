@@ -120,21 +120,22 @@ CandidateFile export_candidates(const Study& s, const fs::path& sft_dir, const f
         file.index[id] = i;
         ++per_split[splits[i]];
     }
-    file.source = {{"created_by", "ppolab feedback export"},
-                   {"sft_dir", sft_dir.string()},
-                   {"checkpoint_sha256_of", "learned.safetensors"},
-                   {"sft_learned_identity", policy.learned_identity()},
-                   {"study", s.identity()},
-                   {"prompt_pool", by_source.empty() ? json::object() : json(by_source)},
-                   {"prompt_sources", {"learn/rollout_prompts.jsonl (train)", "learn/validation_pairs.jsonl (validation)"}},
-                   {"sampling", {{"temperature", 1.0},
-                                 {"max_new_tokens", s.limits.max_response},
-                                 {"candidate_seed", candidate_seed}}},
-                   {"splits", {{"split_seed", split_seed},
-                               {"train_fraction", train_fraction},
-                               {"validation_fraction", validation_fraction},
-                               {"pairs", per_split}}},
-                   {"pairs_requested", wanted}};
+    file.source = {
+        {"created_by", "ppolab feedback export"},
+        {"sft_dir", sft_dir.string()},
+        {"checkpoint_sha256_of", "learned.safetensors"},
+        {"sft_learned_identity", policy.learned_identity()},
+        {"study", s.identity()},
+        {"prompt_pool", by_source.empty() ? json::object() : json(by_source)},
+        {"prompt_sources", {"learn/rollout_prompts.jsonl (train)", "learn/validation_pairs.jsonl (validation)"}},
+        {"sampling",
+         {{"temperature", 1.0}, {"max_new_tokens", s.limits.max_response}, {"candidate_seed", candidate_seed}}},
+        {"splits",
+         {{"split_seed", split_seed},
+          {"train_fraction", train_fraction},
+          {"validation_fraction", validation_fraction},
+          {"pairs", per_split}}},
+        {"pairs_requested", wanted}};
     write_json_atomic(out, candidates_to_json(file));
     return file;
 }
@@ -149,8 +150,8 @@ PreparedVotes prepare_votes(const Study& s, StageMode mode, const fs::path& cand
     const CandidateFile candidates = parse_candidates(candidate_source.bytes, candidate_source.path);
     std::vector<VoteSource> sources;
     for (const fs::path& p : vote_paths) sources.push_back({p.string(), read_input_file(p, InputKind::votes)});
-    VoteRules rules{kind, sft_checkpoint_sha256(s, s.run.final_dir("sft")), c.min_train_labels,
-                    c.min_validation_labels, c.min_test_labels};
+    VoteRules rules{kind, sft_checkpoint_sha256(s, s.run.final_dir("sft")), c.min_train_labels, c.min_validation_labels,
+                    c.min_test_labels};
     PreparedVotes out;
     out.collection = collect_votes(candidates, candidate_source, sources, rules);
 
@@ -197,12 +198,8 @@ PreparedVotes prepare_votes(const Study& s, StageMode mode, const fs::path& cand
         validation.push_back(label_json(l, &out.data.validation.emplace_back()));
     for (const BinaryLabel& l : out.collection.test) test.push_back(label_json(l, nullptr));
     const json& prov = out.collection.provenance;
-    out.labels = {{"format", 1},
-                  {"feedback_kind", kind},
-                  {"checkpoint_sha256", candidates.checkpoint_sha256},
-                  {"provenance", prov},
-                  {"train", train},
-                  {"validation", validation}};
+    out.labels = {{"format", 1},        {"feedback_kind", kind}, {"checkpoint_sha256", candidates.checkpoint_sha256},
+                  {"provenance", prov}, {"train", train},        {"validation", validation}};
     out.test_labels = {{"format", 1},
                        {"feedback_kind", kind},
                        {"checkpoint_sha256", candidates.checkpoint_sha256},
@@ -233,7 +230,8 @@ PreparedVotes prepare_votes(const Study& s, StageMode mode, const fs::path& cand
              "); every mode of one run learns from the same votes");
     }
     if (fs::exists(run.feedback_test()) && read_file(run.feedback_test()) != test_bytes)
-        fail(run.feedback_test().string(), " holds other test votes than these; every mode of one run uses the same votes");
+        fail(run.feedback_test().string(),
+             " holds other test votes than these; every mode of one run uses the same votes");
     return out;
 }
 

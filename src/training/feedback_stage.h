@@ -15,9 +15,9 @@
 #include "data/corpus.h"
 #include "feedback/candidates.h"
 #include "feedback/votes.h"
-#include "training/study.h"
 #include "training/reward_model.h"
 #include "training/stage_lifecycle.h"
+#include "training/study.h"
 #include "util/json.h"
 
 namespace ppolab {
@@ -43,9 +43,9 @@ CandidateFile export_candidates(const Study& study, const fs::path& sft_dir, con
 // overwritten).
 struct PreparedVotes {
     VoteCollection collection;
-    VoteData data;       // train/validation pairs for run_reward_model
-    json labels;         // RUN/reward/feedback.json
-    json test_labels;    // RUN/feedback/test_votes.json
+    VoteData data;     // train/validation pairs for run_reward_model
+    json labels;       // RUN/reward/feedback.json
+    json test_labels;  // RUN/feedback/test_votes.json
 };
 PreparedVotes prepare_votes(const Study& study, StageMode mode, const fs::path& candidates,
                             const std::vector<fs::path>& vote_files, const std::string& feedback_kind);

@@ -23,15 +23,15 @@ static std::vector<const TensorBytes*> sorted_by_name(const std::vector<TensorBy
 json tensors_manifest(const std::vector<TensorBytes>& tensors) {
     json rows = json::array();
     for (const TensorBytes* t : sorted_by_name(tensors))
-        rows.push_back({{"name", t->name}, {"dtype", t->dtype}, {"shape", t->shape},
-                        {"sha256", sha256_hex(t->bytes)}});
+        rows.push_back({{"name", t->name}, {"dtype", t->dtype}, {"shape", t->shape}, {"sha256", sha256_hex(t->bytes)}});
     return rows;
 }
 
 std::string tensors_identity(const std::vector<TensorBytes>& tensors) {
     Sha256 h;
     for (const TensorBytes* t : sorted_by_name(tensors)) {
-        std::string line = t->name + "\t" + t->dtype + "\t" + shape_string(t->shape) + "\t" + sha256_hex(t->bytes) + "\n";
+        std::string line =
+            t->name + "\t" + t->dtype + "\t" + shape_string(t->shape) + "\t" + sha256_hex(t->bytes) + "\n";
         h.update(line);
     }
     return h.hex();
@@ -40,18 +40,18 @@ std::string tensors_identity(const std::vector<TensorBytes>& tensors) {
 std::string learned_identity(const ParamList& params) {
     std::vector<TensorBytes> views;
     for (const ParamRef& p : params)
-        views.push_back({p.name, "F32", p.shape,
-                         std::string_view(reinterpret_cast<const char*>(p.data),
-                                          static_cast<size_t>(p.numel()) * sizeof(float))});
+        views.push_back(
+            {p.name, "F32", p.shape,
+             std::string_view(reinterpret_cast<const char*>(p.data), static_cast<size_t>(p.numel()) * sizeof(float))});
     return tensors_identity(views);
 }
 
 std::string learned_identity(const std::vector<NamedTensor>& tensors) {
     std::vector<TensorBytes> views;
     for (const NamedTensor& t : tensors)
-        views.push_back({t.name, "F32", t.shape,
-                         std::string_view(reinterpret_cast<const char*>(t.values.data()),
-                                          t.values.size() * sizeof(float))});
+        views.push_back(
+            {t.name, "F32", t.shape,
+             std::string_view(reinterpret_cast<const char*>(t.values.data()), t.values.size() * sizeof(float))});
     return tensors_identity(views);
 }
 
@@ -74,7 +74,8 @@ void check_isolation(const std::vector<RoleView>& roles) {
                 fail("role isolation: role '", roles[r].name, "' is frozen but parameter '", p.name,
                      "' has a gradient buffer");
             if (bytes == 0) continue;
-            if (p.data == nullptr) fail("role isolation: role '", roles[r].name, "' parameter '", p.name, "' has no data");
+            if (p.data == nullptr)
+                fail("role isolation: role '", roles[r].name, "' parameter '", p.name, "' has no data");
             ranges.push_back({reinterpret_cast<uintptr_t>(p.data), reinterpret_cast<uintptr_t>(p.data) + bytes,
                               &roles[r], &p, "data"});
             if (p.grad != nullptr)

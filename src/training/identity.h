@@ -26,9 +26,9 @@ namespace ppolab {
 // A view of one tensor's bytes for hashing.
 struct TensorBytes {
     std::string name;
-    std::string dtype;           // "F32", "BF16", ...
+    std::string dtype;  // "F32", "BF16", ...
     std::vector<int64_t> shape;
-    std::string_view bytes;      // row-major, little endian
+    std::string_view bytes;  // row-major, little endian
 };
 
 // The identity of a set of tensors (the layout above).
@@ -36,15 +36,15 @@ std::string tensors_identity(const std::vector<TensorBytes>& tensors);
 // The manifest rows [{name, dtype, shape, sha256}] in identity order, for reports.
 json tensors_manifest(const std::vector<TensorBytes>& tensors);
 
-std::string learned_identity(const ParamList& params);              // F32 values of params
+std::string learned_identity(const ParamList& params);  // F32 values of params
 std::string learned_identity(const std::vector<NamedTensor>& tensors);
 std::string frozen_identity(const std::vector<TensorBytes>& tensors);  // = tensors_identity
 
 // One role as the isolation check sees it.
 struct RoleView {
-    std::string name;    // "actor", "reference", "reward", "critic"
-    ParamList params;    // its learned tensors (a frozen role: its frozen adapters/heads)
-    bool frozen = false; // a frozen role must have no gradient buffers
+    std::string name;     // "actor", "reference", "reward", "critic"
+    ParamList params;     // its learned tensors (a frozen role: its frozen adapters/heads)
+    bool frozen = false;  // a frozen role must have no gradient buffers
 };
 
 // Fails (naming both roles and parameters) when any two byte ranges among

@@ -17,13 +17,16 @@ std::string save_learned(const fs::path& path, const ParamList& params, const js
     std::vector<TensorToWrite> tensors;
     json names = json::array();
     for (const ParamRef& p : params) {
-        if (p.data == nullptr && p.numel() > 0) fail("save_learned '", path.string(), "': parameter '", p.name, "' has no data");
-        tensors.push_back({p.name, "F32", p.shape,
-                           std::string_view(reinterpret_cast<const char*>(p.data), static_cast<size_t>(p.numel()) * 4)});
+        if (p.data == nullptr && p.numel() > 0)
+            fail("save_learned '", path.string(), "': parameter '", p.name, "' has no data");
+        tensors.push_back(
+            {p.name, "F32", p.shape,
+             std::string_view(reinterpret_cast<const char*>(p.data), static_cast<size_t>(p.numel()) * 4)});
         names.push_back(p.name);
     }
-    const std::string identity = learned_identity(params);  // also refuses duplicate names
-    json meta = {{"format", kLearnedFormat}, {"version", 1}, {"tensors", names}, {"learned_identity", identity}, {"info", info}};
+    std::string identity = learned_identity(params);  // also refuses duplicate names
+    json meta = {
+        {"format", kLearnedFormat}, {"version", 1}, {"tensors", names}, {"learned_identity", identity}, {"info", info}};
     write_safetensors(path, tensors, {{kLearnedKey, meta.dump()}}, mode);
     return identity;
 }

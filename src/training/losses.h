@@ -10,8 +10,7 @@ namespace ppolab {
 // `denominator`, the total number of active tokens of the whole group — not
 // a mean of per-example means. logp and mask are (n) by position; dlogp (n)
 // receives ∂loss/∂logp (−1/denominator at active positions, 0 elsewhere).
-double sft_token_loss(const float* logp, const uint8_t* response_mask, int64_t n, double denominator,
-                      float* dlogp);
+double sft_token_loss(const float* logp, const uint8_t* response_mask, int64_t n, double denominator, float* dlogp);
 
 // Bradley–Terry: P(chosen ≻ rejected) = σ(r_c − r_r), loss = −mean log σ(r_c − r_r)
 // over n pairs (computed as softplus(−margin), stable for any margin).

@@ -6,16 +6,16 @@
 
 namespace ppolab::metric {
 
-inline constexpr const char* kScores = "objective/scores";                   // mean judge score of the rollouts
-inline constexpr const char* kKl = "objective/kl";                           // mean per-sequence sampled log-ratio sum
+inline constexpr const char* kScores = "objective/scores";                    // mean judge score of the rollouts
+inline constexpr const char* kKl = "objective/kl";                            // mean per-sequence sampled log-ratio sum
 inline constexpr const char* kNonScoreReward = "objective/non_score_reward";  // the KL penalty
-inline constexpr const char* kRlhfReward = "objective/rlhf_reward";          // score + non-score reward
-inline constexpr const char* kClipFraction = "policy/clipfrac";              // tokens whose ratio was clipped
-inline constexpr const char* kApproxKl = "policy/approxkl";                  // rollout policy vs the updated one
-inline constexpr const char* kPolicyLoss = "loss/policy";                    // clipped surrogate loss
-inline constexpr const char* kValueLoss = "loss/value";                      // critic loss
-inline constexpr const char* kExplainedVariance = "val/explained_variance";  // of the returns by the values
-inline constexpr const char* kNumEosTokens = "val/num_eos_tokens";           // rollouts that ended with EOS
-inline constexpr const char* kMeanResponseLength = "mean_response_length";   // tokens per rollout
+inline constexpr const char* kRlhfReward = "objective/rlhf_reward";           // score + non-score reward
+inline constexpr const char* kClipFraction = "policy/clipfrac";               // tokens whose ratio was clipped
+inline constexpr const char* kApproxKl = "policy/approxkl";                   // rollout policy vs the updated one
+inline constexpr const char* kPolicyLoss = "loss/policy";                     // clipped surrogate loss
+inline constexpr const char* kValueLoss = "loss/value";                       // critic loss
+inline constexpr const char* kExplainedVariance = "val/explained_variance";   // of the returns by the values
+inline constexpr const char* kNumEosTokens = "val/num_eos_tokens";            // rollouts that ended with EOS
+inline constexpr const char* kMeanResponseLength = "mean_response_length";    // tokens per rollout
 
 }  // namespace ppolab::metric

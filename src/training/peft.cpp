@@ -48,15 +48,18 @@ void check_lora_tensors(const std::vector<std::pair<std::string, std::vector<int
         if (!seen.insert(name).second) fail(where, ": tensor '", name, "' appears twice");
         if (!targets.count(parsed->proj))
             fail(where, ": tensor '", name, "' adapts '", parsed->proj, "', which is not in target_modules");
-        if (shape.size() != 2) fail(where, ": tensor '", name, "' has shape ", shape_string(shape), "; expected 2 dimensions");
+        if (shape.size() != 2)
+            fail(where, ": tensor '", name, "' has shape ", shape_string(shape), "; expected 2 dimensions");
         const int64_t r = parsed->which == 'A' ? shape[0] : shape[1];
         if (r != info.rank)
-            fail(where, ": tensor '", name, "' has shape ", shape_string(shape), "; its rank dimension should be r = ",
-                 info.rank);
+            fail(where, ": tensor '", name, "' has shape ", shape_string(shape),
+                 "; its rank dimension should be r = ", info.rank);
         pairs[parsed->pair_key()].push_back(parsed->which);
     }
     for (const auto& [key, which] : pairs)
-        if (which.size() != 2) fail(where, ": layer.projection ", key, " has lora_", which[0], " without lora_", which[0] == 'A' ? 'B' : 'A');
+        if (which.size() != 2)
+            fail(where, ": layer.projection ", key, " has lora_", which[0], " without lora_",
+                 which[0] == 'A' ? 'B' : 'A');
 }
 
 }  // namespace
@@ -69,15 +72,18 @@ std::string peft_tensor_name(const std::string& ppolab_name) {
 std::string ppolab_tensor_name(const std::string& peft_name) {
     const bool framed = peft_name.size() > kPrefix.size() + kSuffix.size() && peft_name.rfind(kPrefix, 0) == 0 &&
                         peft_name.compare(peft_name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
-    std::string inner = framed ? peft_name.substr(kPrefix.size(), peft_name.size() - kPrefix.size() - kSuffix.size()) : "";
+    std::string inner =
+        framed ? peft_name.substr(kPrefix.size(), peft_name.size() - kPrefix.size() - kSuffix.size()) : "";
     if (!framed || !parse_lora_name(inner))
-        fail("'", peft_name, "' is not a PEFT LoRA tensor name (base_model.model.model.layers.{i}.….lora_{A|B}.weight)");
+        fail("'", peft_name,
+             "' is not a PEFT LoRA tensor name (base_model.model.model.layers.{i}.….lora_{A|B}.weight)");
     return inner;
 }
 
 json peft_adapter_config(const PeftInfo& info) {
-    json alpha = info.alpha == std::floor(info.alpha) && std::fabs(info.alpha) < 1e15 ? json(static_cast<int64_t>(info.alpha))
-                                                                                      : json(info.alpha);
+    json alpha = info.alpha == std::floor(info.alpha) && std::fabs(info.alpha) < 1e15
+                     ? json(static_cast<int64_t>(info.alpha))
+                     : json(info.alpha);
     return json{{"alpha_pattern", json::object()},
                 {"auto_mapping", nullptr},
                 {"base_model_name_or_path", info.base_model},
@@ -111,8 +117,9 @@ void export_peft(const fs::path& dir, const ParamList& lora, const PeftInfo& inf
 
     std::vector<TensorToWrite> tensors;
     for (const ParamRef& p : lora)
-        tensors.push_back({peft_tensor_name(p.name), "F32", p.shape,
-                           std::string_view(reinterpret_cast<const char*>(p.data), static_cast<size_t>(p.numel()) * 4)});
+        tensors.push_back(
+            {peft_tensor_name(p.name), "F32", p.shape,
+             std::string_view(reinterpret_cast<const char*>(p.data), static_cast<size_t>(p.numel()) * 4)});
     // Build in a hidden sibling, then rename: never a half-written folder.
     std::random_device rd;
     const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
@@ -150,13 +157,16 @@ PeftAdapter read_peft(const fs::path& dir) {
     for (const json& t : targets) {
         if (!t.is_string()) fail(cwhere, ": field 'target_modules' must hold strings, got ", t.dump());
         if (!find_projection(t.get<std::string>()))
-            fail(cwhere, ": target module '", t.get<std::string>(), "' is not a Qwen2 projection (q/k/v/o/gate/up/down_proj)");
+            fail(cwhere, ": target module '", t.get<std::string>(),
+                 "' is not a Qwen2 projection (q/k/v/o/gate/up/down_proj)");
         out.info.targets.push_back(t.get<std::string>());
     }
     // Variants whose arithmetic differs from y = Wx + (alpha/r)·B(Ax) are refused, not misread.
-    if (c.contains("bias") && c["bias"] != "none") fail(cwhere, ": bias is ", c["bias"].dump(), "; only \"none\" is supported");
+    if (c.contains("bias") && c["bias"] != "none")
+        fail(cwhere, ": bias is ", c["bias"].dump(), "; only \"none\" is supported");
     for (const char* flag : {"fan_in_fan_out", "use_rslora", "use_dora"})
-        if (c.contains(flag) && c[flag] != false) fail(cwhere, ": ", flag, " is ", c[flag].dump(), "; only false is supported");
+        if (c.contains(flag) && c[flag] != false)
+            fail(cwhere, ": ", flag, " is ", c[flag].dump(), "; only false is supported");
     for (const char* pattern : {"rank_pattern", "alpha_pattern"})
         if (c.contains(pattern) && !c[pattern].is_null() && !c[pattern].empty())
             fail(cwhere, ": ", pattern, " is not empty; per-module ranks are not supported");

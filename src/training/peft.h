@@ -24,16 +24,16 @@
 namespace ppolab {
 
 struct PeftInfo {
-    int64_t rank = 8;          // r
-    double alpha = 16.0;       // lora_alpha
-    double dropout = 0.0;      // lora_dropout
+    int64_t rank = 8;                                       // r
+    double alpha = 16.0;                                    // lora_alpha
+    double dropout = 0.0;                                   // lora_dropout
     std::vector<std::string> targets = projection_names();  // target_modules: every projection
-    std::string base_model;    // base_model_name_or_path
-    std::string revision;      // "" → null
+    std::string base_model;                                 // base_model_name_or_path
+    std::string revision;                                   // "" → null
 };
 
 std::string peft_tensor_name(const std::string& ppolab_name);  // Error if not a LoRA A/B name
-std::string ppolab_tensor_name(const std::string& peft_name);   // inverse; Error if not a PEFT LoRA name
+std::string ppolab_tensor_name(const std::string& peft_name);  // inverse; Error if not a PEFT LoRA name
 
 json peft_adapter_config(const PeftInfo& info);
 

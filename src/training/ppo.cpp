@@ -1,5 +1,5 @@
-#include "training/metric_names.h"
 #include "training/ppo.h"
+#include "training/metric_names.h"
 
 #include <chrono>
 #include <cmath>
@@ -125,10 +125,10 @@ PpoRun::PpoRun(const Study& s, const FaultHooks& hooks, fs::path rollout_dir)
     identity_["sft_learned_identity"] = actor_.learned_identity();
     identity_["reward_learned_identity"] = judge_identity_;
     identity_["critic_initial_identity"] = critic_.learned_identity();
-    identity_["data"] = from_votes ? from_votes->data_identity
-                                   : json{{"learn/rollout_prompts.jsonl", load_manifest(s.reader(), s.run.corpus())
-                                                                              .files.at("learn/rollout_prompts.jsonl")
-                                                                              .sha256}};
+    identity_["data"] =
+        from_votes ? from_votes->data_identity
+                   : json{{"learn/rollout_prompts.jsonl",
+                           load_manifest(s.reader(), s.run.corpus()).files.at("learn/rollout_prompts.jsonl").sha256}};
     identity_["actor_schedule"] = actor_schedule_.to_json();
     identity_["critic_schedule"] = critic_schedule_.to_json();
 }
@@ -322,9 +322,9 @@ UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts, const ScoringBa
         st.approxkl += approxkl;
         st.policy_loss += policy_loss;
         st.value_loss += value_loss;
-        json ul = {{"update", updates_},           {"lr_actor", lr_actor},       {"lr_critic", lr_critic},
-                   {"loss_policy", policy_loss},   {"loss_value", value_loss},   {"clipfrac", clipfrac},
-                   {"approxkl", approxkl},         {"grad_norm_actor", actor_norm}, {"grad_norm_critic", critic_norm}};
+        json ul = {{"update", updates_},         {"lr_actor", lr_actor},          {"lr_critic", lr_critic},
+                   {"loss_policy", policy_loss}, {"loss_value", value_loss},      {"clipfrac", clipfrac},
+                   {"approxkl", approxkl},       {"grad_norm_actor", actor_norm}, {"grad_norm_critic", critic_norm}};
         if (u == 0) ul["sampling_vs_rescore_max_abs_diff"] = max_rescore_diff;
         st.log.push_back(ul);
     }
@@ -391,8 +391,12 @@ ResumeState PpoRun::exact_state() {
     st.schedulers["critic"] = SchedulerState{critic_schedule_, updates_};
     st.rngs["sampler"] = sampler_;
     st.rngs["generation"] = generation_;
-    st.extra = {{"order", order_},         {"cursor", cursor_},   {"iteration", iteration_},
-                {"updates", updates_},     {"history", history_}, {"consumed_rollout_ids", consumed_},
+    st.extra = {{"order", order_},
+                {"cursor", cursor_},
+                {"iteration", iteration_},
+                {"updates", updates_},
+                {"history", history_},
+                {"consumed_rollout_ids", consumed_},
                 {"pending_rollouts", json::array()}};
     return st;
 }
@@ -448,8 +452,9 @@ struct PpoCheckpointExtras {
                           json{{"first_iteration", first_iteration},
                                {"iteration_seconds", ppo.iteration_seconds},
                                {"sampling_vs_teacher_forced_probe", ppo.rescore_probe},
-                               {"note", "durations and the re-score probe of the iterations before the checkpoint "
-                                        "(never part of the exact state)"}},
+                               {"note",
+                                "durations and the re-score probe of the iterations before the checkpoint "
+                                "(never part of the exact state)"}},
                           Overwrite::replace);
     }
     // After the stage continued from a checkpoint at `iteration`.
@@ -475,7 +480,7 @@ struct PpoCheckpointExtras {
 std::string metrics_lines(const PpoRun& ppo, int64_t first_iteration, json& totals) {
     std::map<int64_t, json> seconds_of;
     for (const json& t : ppo.iteration_seconds) seconds_of[t["iteration"].get<int64_t>()] = t["seconds"];
-    totals = {{"generation", 0.0},         {"reference", 0.0},           {"judge", 0.0}, {"critic_values", 0.0},
+    totals = {{"generation", 0.0},         {"reference", 0.0},           {"judge", 0.0},    {"critic_values", 0.0},
               {"actor_optimisation", 0.0}, {"critic_optimisation", 0.0}, {"iteration", 0.0}};
     std::string text;
     for (int64_t i = first_iteration + 1; i <= ppo.iteration(); ++i) {
@@ -542,10 +547,11 @@ json run_ppo(const Study& s, StageMode mode) {
                 {"iterations_this_run", done_here},
                 {"updates_per_optimizer", ppo.updates()},
                 {"responses", static_cast<int64_t>(ppo.consumed().size())},
-                {"final_learned", {{"actor", ppo.actor().learned_identity()},
-                                   {"critic", ppo.critic().learned_identity()},
-                                   {"reference", ppo.reference_identity()},
-                                   {"reward", ppo.judge_identity()}}},
+                {"final_learned",
+                 {{"actor", ppo.actor().learned_identity()},
+                  {"critic", ppo.critic().learned_identity()},
+                  {"reference", ppo.reference_identity()},
+                  {"reward", ppo.judge_identity()}}},
                 {"frozen_reference_reward_unchanged", true},
                 {"history", ppo.history()},
                 {"sampling_vs_teacher_forced_probe", ppo.rescore_probe},

@@ -51,12 +51,12 @@ const char* finish_name(Finish finish);
 
 // One sampled response and every number PPO derives from it.
 struct Rollout {
-    std::string id;          // iteration-NNN-slot-K, unique, consumed once
-    std::string prompt_id;   // the rollout prompt it answers
-    ScoringRow row;          // prompt ids, response ids (EOS last when it ended the row)
+    std::string id;         // iteration-NNN-slot-K, unique, consumed once
+    std::string prompt_id;  // the rollout prompt it answers
+    ScoringRow row;         // prompt ids, response ids (EOS last when it ended the row)
     Finish finish = Finish::length;
     std::vector<float> old_logp, ref_logp, values;  // (n) detached, from the sampling/old policies
-    double score = 0;        // the judge's predicted simulated-preference score
+    double score = 0;                               // the judge's predicted simulated-preference score
     std::vector<double> rewards, advantages, returns;
 };
 
@@ -64,11 +64,11 @@ struct Rollout {
 struct PpoSettings {
     int64_t iterations = 0, prompts_per_iteration = 0, updates_per_iteration = 0, interrupt_iteration = 0;
     double actor_lr = 0, critic_lr = 0, warmup_ratio = 0, min_lr_ratio = 0;
-    AdamWConfig adam;               // adamw.beta1/beta2/eps, ppo.weight_decay
-    RewardConfig reward;            // ppo.beta, ppo.missing_eos, ppo.missing_eos_penalty
+    AdamWConfig adam;     // adamw.beta1/beta2/eps, ppo.weight_decay
+    RewardConfig reward;  // ppo.beta, ppo.missing_eos, ppo.missing_eos_penalty
     double gamma = 1, lambda = 1, clip_epsilon = 0.2, value_loss_coef = 0.5, clip = 1;
     uint64_t sampler_seed = 0, generation_seed = 0;
-    int64_t checkpoint_every = 0;   // checkpoint.every_iterations
+    int64_t checkpoint_every = 0;                        // checkpoint.every_iterations
     static PpoSettings read(const StudyConfig& config);  // Error unless ppo.temperature is 1
 };
 
@@ -80,7 +80,7 @@ struct RolloutStats {
 };
 // Step 5 over the updates of one iteration.
 struct UpdateStats {
-    json log = json::array();  // one entry per update
+    json log = json::array();                                            // one entry per update
     double clipfrac = 0, approxkl = 0, policy_loss = 0, value_loss = 0;  // sums over the updates
 };
 
@@ -98,10 +98,10 @@ public:
     // One iteration, steps 1–6; returns its rollouts.
     std::vector<Rollout> iterate();
 
-    std::vector<Rollout> rollout();                                                  // 1.
-    ScoringBatch score(std::vector<Rollout>& rollouts);                              // 2.
-    RolloutStats advantages(std::vector<Rollout>& rollouts) const;                   // 3.–4.
-    UpdateStats update(const std::vector<Rollout>& rollouts, const ScoringBatch& batch);  // 5.
+    std::vector<Rollout> rollout();                                                                  // 1.
+    ScoringBatch score(std::vector<Rollout>& rollouts);                                              // 2.
+    RolloutStats advantages(std::vector<Rollout>& rollouts) const;                                   // 3.–4.
+    UpdateStats update(const std::vector<Rollout>& rollouts, const ScoringBatch& batch);             // 5.
     void record(const std::vector<Rollout>& rollouts, const RolloutStats& r, const UpdateStats& u);  // 6.
 
     // The state at an iteration boundary (SPEC §6): the same at the end and in checkpoints.
@@ -155,7 +155,7 @@ private:
     int64_t cursor_ = 0, iteration_ = 0, updates_ = 0;
     json history_ = json::array(), consumed_ = json::array();
     std::set<std::string> seen_;  // rollout ids consumed
-    json phase_seconds_;         // this iteration's
+    json phase_seconds_;          // this iteration's
 };
 
 }  // namespace ppolab

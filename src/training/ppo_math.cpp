@@ -91,7 +91,8 @@ ActorLoss ppo_actor_loss(const std::vector<float>& logp_now, const std::vector<f
     return out;
 }
 
-CriticLoss ppo_critic_loss(const std::vector<float>& values_now, const std::vector<double>& returns, double coefficient) {
+CriticLoss ppo_critic_loss(const std::vector<float>& values_now, const std::vector<double>& returns,
+                           double coefficient) {
     const size_t n = values_now.size();
     if (n == 0 || returns.size() != n) fail("ppo_critic_loss: ", n, " values and ", returns.size(), " returns");
     CriticLoss out;

@@ -33,7 +33,7 @@ enum class MissingEos { replace, add };  // what a response cut without EOS rece
 MissingEos parse_missing_eos(const std::string& text);
 
 struct RewardConfig {
-    double beta = 0.02;             // KL coefficient on the sampled log-ratio
+    double beta = 0.02;  // KL coefficient on the sampled log-ratio
     MissingEos missing_eos = MissingEos::replace;
     double missing_eos_penalty = -1.0;
 };
@@ -62,10 +62,10 @@ Advantages ppo_gae(const std::vector<double>& rewards, const std::vector<float>&
 // 4. Mean clipped surrogate loss over one response's tokens, with its
 // gradient with respect to logp_now (n) and the clipping statistics.
 struct ActorLoss {
-    double loss = 0;                   // mean over tokens
-    std::vector<double> dlogp;         // ∂loss/∂logp_now_t
-    double clipfrac = 0;               // fraction of tokens whose ratio was clipped (gradient zero)
-    double approxkl = 0;               // mean ½ (logp_now − old_logp)²
+    double loss = 0;            // mean over tokens
+    std::vector<double> dlogp;  // ∂loss/∂logp_now_t
+    double clipfrac = 0;        // fraction of tokens whose ratio was clipped (gradient zero)
+    double approxkl = 0;        // mean ½ (logp_now − old_logp)²
     double mean_ratio = 0;
 };
 ActorLoss ppo_actor_loss(const std::vector<float>& logp_now, const std::vector<float>& old_logp,

@@ -2,6 +2,7 @@
 
 #include "training/study_config.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,19 +10,18 @@
 #include <cstring>
 #include <limits>
 #include <random>
-#include <unistd.h>
 
 #include "data/rubric.h"
 #include "kernels/lm_head.h"
-#include "model/hf_folder.h"
 #include "model/config.h"
 #include "model/generate.h"
+#include "model/hf_folder.h"
 #include "model/init.h"
 #include "tokenizer/bpe_train.h"
 #include "tokenizer/chat.h"
 #include "training/crash_checkpoints.h"
-#include "training/stage_lifecycle.h"
 #include "training/schedule.h"
+#include "training/stage_lifecycle.h"
 #include "training/study.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -127,7 +127,8 @@ PretrainConfig PretrainConfig::from_json(const json& j, const std::string& where
         check_range(c.precision == "fp32" || c.precision == "bf16", where, "precision", "\"fp32\" or \"bf16\"",
                     j.at("precision"));
     }
-    if (j.contains("max_updates") && !j.at("max_updates").is_null()) integer("max_updates", c.max_updates, -1, int64_t{1} << 40);
+    if (j.contains("max_updates") && !j.at("max_updates").is_null())
+        integer("max_updates", c.max_updates, -1, int64_t{1} << 40);
     integer("check_prompts", c.check_prompts, 0, 1'000'000);
     integer("check_max_new_tokens", c.check_max_new_tokens, 1, 4096);
     if (c.system_prompt.empty()) fail(where, ": field 'system_prompt' must not be empty");
@@ -144,7 +145,8 @@ PretrainConfig PretrainConfig::from_study(const json& study) {
     if (study.contains("model") && study.at("model").is_object()) {
         const json& m = study.at("model");
         if (m.contains("shape") && m.at("shape").is_string()) j["shape"] = m.at("shape");
-        if (m.contains("system_prompt") && m.at("system_prompt").is_string()) j["system_prompt"] = m.at("system_prompt");
+        if (m.contains("system_prompt") && m.at("system_prompt").is_string())
+            j["system_prompt"] = m.at("system_prompt");
     }
     if (study.contains("max_updates") && !study.at("max_updates").is_null()) j["max_updates"] = study.at("max_updates");
     return from_json(j, "study config (pretrain)");
@@ -155,8 +157,8 @@ void PretrainConfig::set(const std::string& assignment) {
     if (eq == std::string::npos || eq == 0) fail("--set '", assignment, "': expected key=value (e.g. tokens=500000)");
     const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
     json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (value.is_discarded()) value = text;  // not JSON: the text itself
-    else value = parse_json(text, "--set " + key);      // JSON: a repeated key is an error, as in every JSON input
+    if (value.is_discarded()) value = text;         // not JSON: the text itself
+    else value = parse_json(text, "--set " + key);  // JSON: a repeated key is an error, as in every JSON input
     json j = to_json();
     if (!j.contains(key)) fail("--set ", key, ": unknown pretrain config field (known: ", known_keys(), ")");
     j[key] = value;
@@ -188,8 +190,7 @@ std::vector<std::string> pretrain_tokenizer_texts(const std::vector<PretrainDocu
     for (const auto& d : docs) {
         if (d.is_chat())
             texts.push_back(render_chat({{"user", d.user}, {"assistant", d.assistant}}, false, system_prompt));
-        else
-            texts.push_back(d.text);
+        else texts.push_back(d.text);
     }
     return texts;
 }
@@ -382,7 +383,8 @@ double LmLoss::forward_backward(const PackedBatch& batch, bool train) {
     sel_.resize(static_cast<size_t>(M * H));
     const float* hidden = model_.hidden();
     for (int64_t i = 0; i < M; ++i)
-        std::memcpy(sel_.data() + i * H, hidden + src_[static_cast<size_t>(i)] * H, static_cast<size_t>(H) * sizeof(float));
+        std::memcpy(sel_.data() + i * H, hidden + src_[static_cast<size_t>(i)] * H,
+                    static_cast<size_t>(H) * sizeof(float));
     logp_.resize(static_cast<size_t>(M));
     const WeightView W = model_.weights().output_matrix().view();
     lm_logprobs_forward(logp_.data(), sel_.data(), targets_.data(), W, M, train ? &keep_ : nullptr);
@@ -564,8 +566,8 @@ struct PretrainProgress {
             fail(from, ": the loss and norm curves do not have ", step, " entries");
     }
     // pretrain.json's training block (without its checkpoints).
-    ordered_json to_report(const PretrainConfig& config, int64_t updates, const PackedBatcher& batcher,
-                           double seconds, double tokens_per_second) const {
+    ordered_json to_report(const PretrainConfig& config, int64_t updates, const PackedBatcher& batcher, double seconds,
+                           double tokens_per_second) const {
         ordered_json tr;
         tr["updates"] = updates;
         tr["rows_per_epoch"] = batcher.rows_per_epoch();
@@ -718,8 +720,8 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
 
     // 3. model with FP32 master weights
     const Qwen2Config mc = shape ? pretrain_model_config(*shape, tok) : pretrain_model_config(config.shape, tok);
-    Qwen2Weights weights = random_weights(mc, InitOptions{.seed = config.seed, .matrices = WeightType::f32,
-                                                          .stddev = config.init_stddev});
+    Qwen2Weights weights =
+        random_weights(mc, InitOptions{.seed = config.seed, .matrices = WeightType::f32, .stddev = config.init_stddev});
     Qwen2Weights grads = qwen2_grads_like(weights);
     const bool mixed = config.precision == "bf16";
     Qwen2Weights compute;  // the BF16 copy the products read (mixed precision)

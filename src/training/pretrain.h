@@ -47,37 +47,37 @@ inline constexpr std::string_view kImEnd = "<|im_end|>";
 // from_study() reads them from there (plus model.shape, model.system_prompt
 // and max_updates).
 struct PretrainConfig {
-    std::string shape = "tiny";        // model_shape() name; vocab comes from the tokenizer
+    std::string shape = "tiny";                        // model_shape() name; vocab comes from the tokenizer
     std::string system_prompt = tiny_system_prompt();  // ChatML default system line
-    uint64_t seed = 7;                 // corpus sampling, init, batch order, sampled check
+    uint64_t seed = 7;                                 // corpus sampling, init, batch order, sampled check
     // base corpus
-    int64_t conversations = 6000;      // chat help requests with random-action answers
-    int64_t prose = 1500;              // sentences outside the grammar
-    bool world_knowledge = false;      // declarative problem -> fix sentences (outside chat)
+    int64_t conversations = 6000;  // chat help requests with random-action answers
+    int64_t prose = 1500;          // sentences outside the grammar
+    bool world_knowledge = false;  // declarative problem -> fix sentences (outside chat)
     // tokenizer
     int64_t tokenizer_vocab_size = 512;  // BPE ids: 256 bytes + merges + 3 specials
     // training
-    int64_t tokens = 1'000'000;        // positions to train on: updates = ceil(tokens / (rows · length))
-    int64_t batch_rows = 16;           // rows per update
-    int64_t sequence_length = 128;     // tokens per row (whole documents packed, rest padded)
-    double lr = 1e-3;                  // peak learning rate
-    double warmup_ratio = 0.1;         // schedule.h
-    double min_lr_ratio = 0.1;         // final lr / peak
-    double clip = 1.0;                 // gradient-norm clip
-    double weight_decay = 0.01;        // AdamW decoupled weight decay
-    double init_stddev = 0.02;         // N(0, σ) for every matrix
+    int64_t tokens = 1'000'000;     // positions to train on: updates = ceil(tokens / (rows · length))
+    int64_t batch_rows = 16;        // rows per update
+    int64_t sequence_length = 128;  // tokens per row (whole documents packed, rest padded)
+    double lr = 1e-3;               // peak learning rate
+    double warmup_ratio = 0.1;      // schedule.h
+    double min_lr_ratio = 0.1;      // final lr / peak
+    double clip = 1.0;              // gradient-norm clip
+    double weight_decay = 0.01;     // AdamW decoupled weight decay
+    double init_stddev = 0.02;      // N(0, σ) for every matrix
     // "fp32": every product in FP32. "bf16": mixed precision — FP32 master
     // weights, gradients and optimiser; every product (forward, input and
     // weight gradients) reads BF16 — a copy of the matrices refreshed after
     // every update (qwen2_bf16_copy) and BF16-rounded activations — with FP32
     // accumulation, like torch.autocast(bfloat16).
     std::string precision = "fp32";
-    int64_t max_updates = -1;          // smoke runs: cap on the updates (-1: none)
+    int64_t max_updates = -1;  // smoke runs: cap on the updates (-1: none)
     // the check on the validation prompts
-    int64_t check_prompts = 180;       // how many validation prompts (0: no check)
-    int64_t check_max_new_tokens = 48; // generation limit of the check
+    int64_t check_prompts = 180;        // how many validation prompts (0: no check)
+    int64_t check_max_new_tokens = 48;  // generation limit of the check
 
-    int64_t updates() const;           // ceil(tokens / (batch_rows · sequence_length)), capped by max_updates
+    int64_t updates() const;  // ceil(tokens / (batch_rows · sequence_length)), capped by max_updates
     ordered_json to_json() const;
     // Unknown keys, wrong types and out-of-range values are Errors naming `where` and the field.
     static PretrainConfig from_json(const json& j, const std::string& where);
@@ -225,8 +225,8 @@ struct PretrainReport {
 // tokenizer, model config, binary) continues from it; it is removed once
 // the folder is written.
 struct PretrainCheckpoints {
-    fs::path path;       // empty: pretrain_checkpoint_path(out)
-    int64_t every = 0;   // 0: no periodic checkpoint (an existing one is still used)
+    fs::path path;      // empty: pretrain_checkpoint_path(out)
+    int64_t every = 0;  // 0: no periodic checkpoint (an existing one is still used)
 };
 fs::path pretrain_checkpoint_path(const fs::path& out);
 
@@ -235,7 +235,7 @@ fs::path pretrain_checkpoint_path(const fs::path& out);
 // `shape` replaces model_shape(config.shape) (tests train a smaller model).
 PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<PretrainDocument>& docs,
                             const std::vector<CheckPrompt>& check, const fs::path& out,
-                            const ordered_json& provenance = ordered_json::object(),
-                            const Qwen2Config* shape = nullptr, const PretrainCheckpoints& checkpoints = {});
+                            const ordered_json& provenance = ordered_json::object(), const Qwen2Config* shape = nullptr,
+                            const PretrainCheckpoints& checkpoints = {});
 
 }  // namespace ppolab

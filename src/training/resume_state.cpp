@@ -1,6 +1,7 @@
 #include "training/resume_state.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -30,13 +31,15 @@ std::string json_first_difference(const json& a, const json& b, const std::strin
             if (!(a.is_number_float() && b.is_number_float()))
                 return at + ": " + short_dump(a) + " vs " + short_dump(b) + " (integer vs floating point)";
             double x = a.get<double>(), y = b.get<double>();
-            if (std::memcmp(&x, &y, sizeof x) != 0) return at + ": " + short_dump(a) + " vs " + short_dump(b);
+            if (std::bit_cast<uint64_t>(x) != std::bit_cast<uint64_t>(y))
+                return at + ": " + short_dump(a) + " vs " + short_dump(b);
             return "";
         }
         // Both integers (signed or unsigned storage): compare values.
         bool neg_a = a.is_number_integer() && !a.is_number_unsigned() && a.get<int64_t>() < 0;
         bool neg_b = b.is_number_integer() && !b.is_number_unsigned() && b.get<int64_t>() < 0;
-        bool equal = neg_a == neg_b && (neg_a ? a.get<int64_t>() == b.get<int64_t>() : a.get<uint64_t>() == b.get<uint64_t>());
+        bool equal =
+            neg_a == neg_b && (neg_a ? a.get<int64_t>() == b.get<int64_t>() : a.get<uint64_t>() == b.get<uint64_t>());
         return equal ? "" : at + ": " + short_dump(a) + " vs " + short_dump(b);
     }
     if (a.type() != b.type()) return at + ": " + short_dump(a) + " vs " + short_dump(b);
@@ -116,15 +119,21 @@ std::string serialize_resume_state(const ResumeState& s) {
     if (!s.extra.is_object()) fail("resume state: extra must be a JSON object");
     check_finite_json(s.identity, "identity");
     check_finite_json(s.extra, "extra");
-    json meta = {{"format", kFormat},          {"version", kResumeStateVersion}, {"identity", s.identity},
-                 {"learned", json::object()},  {"optimizers", json::object()},   {"schedulers", json::object()},
-                 {"rngs", json::object()},     {"extra", s.extra}};
+    json meta = {{"format", kFormat},
+                 {"version", kResumeStateVersion},
+                 {"identity", s.identity},
+                 {"learned", json::object()},
+                 {"optimizers", json::object()},
+                 {"schedulers", json::object()},
+                 {"rngs", json::object()},
+                 {"extra", s.extra}};
     std::vector<TensorToWrite> tensors;
     for (const auto& [group, ts] : s.learned) {
         check_key(group, "learned group");
         check_tensor_list(ts, "learned group '" + group + "'");
         meta["learned"][group] = {{"tensors", names_of(ts)}, {"identity", learned_identity(ts)}};
-        for (const NamedTensor& t : ts) tensors.push_back({"learned/" + group + "/" + t.name, "F32", t.shape, bytes_of(t)});
+        for (const NamedTensor& t : ts)
+            tensors.push_back({"learned/" + group + "/" + t.name, "F32", t.shape, bytes_of(t)});
     }
     for (const auto& [name, opt] : s.optimizers) {
         check_key(name, "optimiser");
@@ -153,8 +162,9 @@ std::string serialize_resume_state(const ResumeState& s) {
     for (const auto& [name, sch] : s.schedulers) {
         check_key(name, "scheduler");
         if (sch.next_step < 0) fail("resume state: scheduler '", name, "' next_step must be >= 0");
-        meta["schedulers"][name] = {
-            {"schedule", sch.schedule.to_json()}, {"next_step", sch.next_step}, {"next_lr", sch.schedule.at(sch.next_step)}};
+        meta["schedulers"][name] = {{"schedule", sch.schedule.to_json()},
+                                    {"next_step", sch.next_step},
+                                    {"next_lr", sch.schedule.at(sch.next_step)}};
     }
     for (const auto& [name, rng] : s.rngs) {
         check_key(name, "RNG");
@@ -268,7 +278,8 @@ ResumeState parse_resume_state(std::string bytes, const std::string& where) {
         opt.config = AdamWConfig::from_json(object_field(entry, "config", w), w + ".config");
         for (const std::string& p : string_list(entry, "params", w)) {
             opt.exp_avg.push_back(reader.tensor("adamw/" + name + "/exp_avg/" + p, p, "optimiser '" + name + "'"));
-            opt.exp_avg_sq.push_back(reader.tensor("adamw/" + name + "/exp_avg_sq/" + p, p, "optimiser '" + name + "'"));
+            opt.exp_avg_sq.push_back(
+                reader.tensor("adamw/" + name + "/exp_avg_sq/" + p, p, "optimiser '" + name + "'"));
             if (opt.exp_avg.back().shape != opt.exp_avg_sq.back().shape)
                 fail(where, ": optimiser '", name, "' moments of '", p, "' have shapes ",
                      shape_string(opt.exp_avg.back().shape), " and ", shape_string(opt.exp_avg_sq.back().shape));
@@ -288,7 +299,7 @@ ResumeState parse_resume_state(std::string bytes, const std::string& where) {
         sch.next_step = json_int(entry, "next_step", w);
         if (sch.next_step < 0) fail(w, ": field 'next_step' must be >= 0, got ", sch.next_step);
         const double recorded = json_number(entry, "next_lr", w), expected = sch.schedule.at(sch.next_step);
-        if (std::memcmp(&recorded, &expected, sizeof recorded) != 0)
+        if (std::bit_cast<uint64_t>(recorded) != std::bit_cast<uint64_t>(expected))
             fail(w, ": next_lr is ", recorded, " but the schedule gives ", expected, " at step ", sch.next_step);
         s.schedulers[name] = sch;
     }
@@ -301,15 +312,19 @@ ResumeState parse_resume_state(std::string bytes, const std::string& where) {
         s.rngs.emplace(name, rng);
     }
     for (const SafetensorsTensor& t : file.tensors())
-        if (!reader.used.count(t.name)) fail(where, ": unexpected tensor '", t.name, "' (not described by the metadata)");
+        if (!reader.used.count(t.name))
+            fail(where, ": unexpected tensor '", t.name, "' (not described by the metadata)");
     return s;
 }
 
 // ------------------------------------------------------------ files
 
 json StateFileInfo::to_json() const {
-    return json{{"raw_bytes", raw_bytes}, {"file_bytes", file_bytes}, {"file_sha256", file_sha256},
-                {"content_sha256", content_sha256}, {"compression", "gzip level 1"}};
+    return json{{"raw_bytes", raw_bytes},
+                {"file_bytes", file_bytes},
+                {"file_sha256", file_sha256},
+                {"content_sha256", content_sha256},
+                {"compression", "gzip level 1"}};
 }
 
 StateFileInfo save_resume_state(const fs::path& path, const ResumeState& state, Overwrite mode) {
@@ -344,8 +359,8 @@ static std::string inflate_state(GzipInflater& z, const std::string& where, uint
         if (total > limit)
             fail(where, ": ", what, " ", total, " bytes, over ", input_limit_text(InputKind::state_inflated));
         if (total > can_hold)
-            fail(where, ": ", what, " ", total, " bytes, but ", compressed_bytes,
-                 " bytes of gzip can hold at most ", can_hold, " (truncated or hostile file)");
+            fail(where, ": ", what, " ", total, " bytes, but ", compressed_bytes, " bytes of gzip can hold at most ",
+                 can_hold, " (truncated or hostile file)");
     };
     check_promise(8 + header_len, "its safetensors header length promises at least");
     std::string raw(len8, 8);
@@ -388,7 +403,7 @@ ResumeState load_resume_state(const fs::path& path, const json* expected_identit
 // ------------------------------------------------------------ comparison
 
 static std::string double_difference(double a, double b, const std::string& what) {
-    if (std::memcmp(&a, &b, sizeof a) == 0) return "";
+    if (std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b)) return "";
     std::ostringstream out;
     out.precision(17);
     out << what << ": " << a << " vs " << b;
@@ -411,9 +426,8 @@ static std::string compare_maps(const Map& a, const Map& b, const std::string& w
 std::string states_first_difference(const ResumeState& a, const ResumeState& b) {
     std::string d = json_first_difference(a.identity, b.identity, "identity");
     if (!d.empty()) return d;
-    d = compare_maps(a.learned, b.learned, "learned group", [](auto&, auto& x, auto& y) {
-        return first_tensor_difference(x, y);
-    });
+    d = compare_maps(a.learned, b.learned, "learned group",
+                     [](auto&, auto& x, auto& y) { return first_tensor_difference(x, y); });
     if (!d.empty()) return d;
     d = compare_maps(a.optimizers, b.optimizers, "optimiser", [](auto&, const AdamWState& x, const AdamWState& y) {
         if (x.step != y.step) return "step " + std::to_string(x.step) + " vs " + std::to_string(y.step);
@@ -425,16 +439,17 @@ std::string states_first_difference(const ResumeState& a, const ResumeState& b) 
         return e.empty() ? e : "exp_avg_sq " + e;
     });
     if (!d.empty()) return d;
-    d = compare_maps(a.schedulers, b.schedulers, "scheduler", [](auto&, const SchedulerState& x, const SchedulerState& y) {
-        if (x.next_step != y.next_step)
-            return "next_step " + std::to_string(x.next_step) + " vs " + std::to_string(y.next_step);
-        if (x.schedule.total != y.schedule.total)
-            return "total " + std::to_string(x.schedule.total) + " vs " + std::to_string(y.schedule.total);
-        std::string e = double_difference(x.schedule.peak, y.schedule.peak, "peak");
-        if (e.empty()) e = double_difference(x.schedule.warmup_ratio, y.schedule.warmup_ratio, "warmup_ratio");
-        if (e.empty()) e = double_difference(x.schedule.min_ratio, y.schedule.min_ratio, "min_ratio");
-        return e;
-    });
+    d = compare_maps(
+        a.schedulers, b.schedulers, "scheduler", [](auto&, const SchedulerState& x, const SchedulerState& y) {
+            if (x.next_step != y.next_step)
+                return "next_step " + std::to_string(x.next_step) + " vs " + std::to_string(y.next_step);
+            if (x.schedule.total != y.schedule.total)
+                return "total " + std::to_string(x.schedule.total) + " vs " + std::to_string(y.schedule.total);
+            std::string e = double_difference(x.schedule.peak, y.schedule.peak, "peak");
+            if (e.empty()) e = double_difference(x.schedule.warmup_ratio, y.schedule.warmup_ratio, "warmup_ratio");
+            if (e.empty()) e = double_difference(x.schedule.min_ratio, y.schedule.min_ratio, "min_ratio");
+            return e;
+        });
     if (!d.empty()) return d;
     d = compare_maps(a.rngs, b.rngs, "RNG", [](auto&, const Philox& x, const Philox& y) {
         if (x == y) return std::string();

@@ -51,7 +51,7 @@ struct ResumeState {
     std::map<std::string, AdamWState> optimizers;
     std::map<std::string, SchedulerState> schedulers;
     std::map<std::string, Philox> rngs;
-    json extra = json::object();                              // history, cursors, consumed ids…
+    json extra = json::object();  // history, cursors, consumed ids…
 };
 
 inline constexpr int kResumeStateVersion = 1;
@@ -62,10 +62,10 @@ std::string serialize_resume_state(const ResumeState& state);
 ResumeState parse_resume_state(std::string bytes, const std::string& where);
 
 struct StateFileInfo {
-    uint64_t raw_bytes = 0;       // safetensors bytes before compression
-    uint64_t file_bytes = 0;      // gzip bytes on disk
-    std::string file_sha256;      // of the file on disk
-    std::string content_sha256;   // state_content_sha256
+    uint64_t raw_bytes = 0;      // safetensors bytes before compression
+    uint64_t file_bytes = 0;     // gzip bytes on disk
+    std::string file_sha256;     // of the file on disk
+    std::string content_sha256;  // state_content_sha256
     json to_json() const;
 };
 

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
+#include "training/identity.h"
 #include "training/learned_io.h"
 #include "training/peft.h"
-#include "training/identity.h"
 #include "training/study_config.h"
 #include "training/tensors.h"
 #include "util/error.h"
@@ -42,7 +42,7 @@ LoraConfig lora_config_from(const LoraSection& lora) {
 // projection (a larger r adds no expressive power and, unchecked, could ask
 // for more memory than exists).
 static LoraConfig study_lora_config(const Study& study) {
-    const LoraConfig c = lora_config_from(study.cfg.lora);
+    LoraConfig c = lora_config_from(study.cfg.lora);
     int64_t bound = 0;
     std::string which;
     for (const std::string& t : c.targets) {
@@ -72,17 +72,14 @@ static void check_counts(const Study& study, const Role& role) {
              " parameters; config heads.parameters expects ", *want);
 }
 
-Role make_role(const Study& study, const std::string& name, RoleKind kind, uint64_t adapter_seed,
-               uint64_t head_seed) {
+Role make_role(const Study& study, const std::string& name, RoleKind kind, uint64_t adapter_seed, uint64_t head_seed) {
     Role r;
     r.name = name;
     r.kind = kind;
     r.lora = LoraAdapters(study.base.config, study_lora_config(study), adapter_seed);
     const int64_t H = study.base.config.hidden_size;
-    if (kind == RoleKind::reward)
-        r.head = ScalarHead::reward_init(H, head_seed, study.cfg.heads.reward_weight_std);
-    else if (kind == RoleKind::critic)
-        r.head = ScalarHead::zeros(H);
+    if (kind == RoleKind::reward) r.head = ScalarHead::reward_init(H, head_seed, study.cfg.heads.reward_weight_std);
+    else if (kind == RoleKind::critic) r.head = ScalarHead::zeros(H);
     check_counts(study, r);
     return r;
 }

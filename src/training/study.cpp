@@ -30,8 +30,8 @@ static int32_t special_id(const Tokenizer& tok, const OptionalString& configured
     const int32_t id = tok.token_to_id(token);
     if (id < 0) fail(dir.string(), "/tokenizer.json: has no token '", token, "' (config model.", which, "_token)");
     if (want && *want != id)
-        fail(dir.string(), "/tokenizer.json: '", token, "' has id ", id, "; config model.", which,
-             "_token_id expects ", *want);
+        fail(dir.string(), "/tokenizer.json: '", token, "' has id ", id, "; config model.", which, "_token_id expects ",
+             *want);
     return id;
 }
 
@@ -43,10 +43,9 @@ Study Study::open(const json& config, const fs::path& run_root, const std::optio
     s.run.root = run_root;
     s.model_dir = resolve_model_dir(s.cfg, s.run, model_override);
 
-    std::vector<fs::path> roots = corpus_read_roots(
-        s.run.corpus(), scope == StageScope::learn  ? CorpusAccess::learn
-                        : scope == StageScope::eval ? CorpusAccess::eval
-                                                    : CorpusAccess::all);
+    std::vector<fs::path> roots = corpus_read_roots(s.run.corpus(), scope == StageScope::learn  ? CorpusAccess::learn
+                                                                    : scope == StageScope::eval ? CorpusAccess::eval
+                                                                                                : CorpusAccess::all);
     if (scope == StageScope::all) roots = {s.run.root};
     roots.push_back(s.model_dir);
     // Learning stages read their own outputs; evaluation's generation reads
@@ -71,8 +70,7 @@ Study Study::open(const json& config, const fs::path& run_root, const std::optio
              s.cfg.model.shape == "tiny" ? " (run `ppolab pretrain --run RUN` first)" : "");
 
     s.base = load_checkpoint(s.model_dir, WeightType::bf16);
-    if (s.cfg.model.pin_architecture)
-        check_seed_architecture(s.base.config, s.model_dir.string() + "/config.json");
+    if (s.cfg.model.pin_architecture) check_seed_architecture(s.base.config, s.model_dir.string() + "/config.json");
     s.tokenizer_.emplace(Tokenizer::from_file(s.model_dir));
     if (s.tokenizer().vocab_size() > s.base.config.vocab_size)
         fail(s.model_dir.string(), ": tokenizer has ", s.tokenizer().vocab_size(), " ids but the model only ",

@@ -27,18 +27,18 @@ enum class StageScope {
 };
 
 struct Study {
-    json config;                  // effective config (preset + files + --set)
-    StudyConfig cfg;              // the same, parsed once (config_types.h)
+    json config;      // effective config (preset + files + --set)
+    StudyConfig cfg;  // the same, parsed once (config_types.h)
     RunLayout run;
-    fs::path model_dir;           // the base checkpoint folder
-    Qwen2Weights base;            // frozen BF16 base (shared read-only by every role; its matrices prepacked)
-    int32_t eos_id = -1;          // only this id ends a response
+    fs::path model_dir;   // the base checkpoint folder
+    Qwen2Weights base;    // frozen BF16 base (shared read-only by every role; its matrices prepacked)
+    int32_t eos_id = -1;  // only this id ends a response
     int32_t pad_id = -1;
     ScoringLimits limits;
-    std::string system_prompt;    // the chat template's system line
-    std::string model_sha256;     // checkpoint_sha256(model_dir)
-    std::string base_identity;    // frozen identity of the base tensors
-    std::string code_sha256;      // of the running ppolab binary
+    std::string system_prompt;  // the chat template's system line
+    std::string model_sha256;   // checkpoint_sha256(model_dir)
+    std::string base_identity;  // frozen identity of the base tensors
+    std::string code_sha256;    // of the running ppolab binary
 
     // Loads the base named by the config (RUN/base for the tiny preset,
     // `model_override` — `--model DIR` — otherwise), checks the seed pin and

@@ -25,8 +25,7 @@ static std::string join(const std::vector<std::string>& items) {
 
 json preset_config(std::string_view name) {
     auto it = embedded_presets().find(std::string(name));
-    if (it == embedded_presets().end())
-        fail("unknown preset '", name, "' (known presets: ", join(preset_names()), ")");
+    if (it == embedded_presets().end()) fail("unknown preset '", name, "' (known presets: ", join(preset_names()), ")");
     const std::string where = "built-in preset '" + it->first + "'";
     json preset = parse_json(it->second, where);
     if (!preset.contains("overlay_on")) return preset;
@@ -57,22 +56,24 @@ static json merge_at(const json& base, const json& overlay, const std::string& p
             if (!base.contains(key)) {
                 std::vector<std::string> known;
                 for (auto& [k, v] : base.items()) known.push_back(k);
-                fail(where, ": unknown config key '", sub, "' (keys", path.empty() ? "" : " under '" + path + "'",
-                     ": ", join(known), ")");
+                fail(where, ": unknown config key '", sub, "' (keys", path.empty() ? "" : " under '" + path + "'", ": ",
+                     join(known), ")");
             }
             out[key] = merge_at(base[key], value, sub, where);
         }
         return out;
     }
     if (base.is_number()) {
-        if (!overlay.is_number()) fail(where, ": key ", at, " must be a number, got ", kind_of(overlay), " ", overlay.dump());
+        if (!overlay.is_number())
+            fail(where, ": key ", at, " must be a number, got ", kind_of(overlay), " ", overlay.dump());
         if (base.is_number_integer()) {
             // The same bound however the number is written (1e18 or
             // 1000000000000000000): kMaxConfigInteger, exact in a double.
-            const bool too_big = overlay.is_number_unsigned()  ? overlay.get<uint64_t>() > uint64_t(kMaxConfigInteger)
-                                 : overlay.is_number_integer() ? overlay.get<int64_t>() > kMaxConfigInteger ||
-                                                                     overlay.get<int64_t>() < -kMaxConfigInteger
-                                                               : !(std::fabs(overlay.get<double>()) <= double(kMaxConfigInteger));
+            const bool too_big =
+                overlay.is_number_unsigned() ? overlay.get<uint64_t>() > uint64_t(kMaxConfigInteger)
+                : overlay.is_number_integer()
+                    ? overlay.get<int64_t>() > kMaxConfigInteger || overlay.get<int64_t>() < -kMaxConfigInteger
+                    : !(std::fabs(overlay.get<double>()) <= double(kMaxConfigInteger));
             if (overlay.is_number_float() && !too_big && overlay.get<double>() != std::floor(overlay.get<double>()))
                 fail(where, ": key ", at, " must be an integer, got ", overlay.dump());
             if (too_big)
@@ -92,8 +93,8 @@ static json merge_at(const json& base, const json& overlay, const std::string& p
 json merge_config(const json& base, const json& overlay, const std::string& where) {
     if (!overlay.is_object()) fail(where, ": a config must be a JSON object, got ", overlay.type_name());
     if (overlay.contains("preset") && base.contains("preset") && overlay["preset"] != base["preset"])
-        fail(where, ": field 'preset' is ", overlay["preset"].dump(), " but the preset in use is ", base["preset"].dump(),
-             " (choose the preset with --preset)");
+        fail(where, ": field 'preset' is ", overlay["preset"].dump(), " but the preset in use is ",
+             base["preset"].dump(), " (choose the preset with --preset)");
     return merge_at(base, overlay, "", where);
 }
 
@@ -105,7 +106,7 @@ void set_config_value(json& config, std::string_view assignment) {
     const std::string text(assignment.substr(eq + 1));
     json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (value.is_discarded()) value = text;  // not JSON: the text itself
-    else value = parse_json(text, where);      // JSON: a repeated key is an error, as in every JSON input
+    else value = parse_json(text, where);    // JSON: a repeated key is an error, as in every JSON input
     // Build the nested overlay {"a": {"b": value}} and merge it.
     json overlay = value;
     size_t end = path.size();
@@ -124,7 +125,8 @@ void set_config_value(json& config, std::string_view assignment) {
 json effective_config(std::string_view preset, const std::vector<fs::path>& config_files,
                       const std::vector<std::string>& sets) {
     json config = preset_config(preset);
-    for (const fs::path& file : config_files) config = merge_config(config, read_json_file(file, InputKind::config), file.string());
+    for (const fs::path& file : config_files)
+        config = merge_config(config, read_json_file(file, InputKind::config), file.string());
     for (const std::string& s : sets) set_config_value(config, s);
     validate_study_config(config);
     return config;
@@ -169,8 +171,8 @@ int64_t config_int(const json& config, std::string_view path) {
     // (a number above 2^63 would otherwise wrap to a negative one).
     if ((v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxConfigInteger)) ||
         (!v.is_number_unsigned() && (v.get<int64_t>() > kMaxConfigInteger || v.get<int64_t>() < -kMaxConfigInteger)))
-        fail("config: '", path, "' must be an integer in [-", kMaxConfigInteger, ", ", kMaxConfigInteger, "] (2^53), got ",
-             v.dump());
+        fail("config: '", path, "' must be an integer in [-", kMaxConfigInteger, ", ", kMaxConfigInteger,
+             "] (2^53), got ", v.dump());
     return v.get<int64_t>();
 }
 

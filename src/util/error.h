@@ -24,9 +24,7 @@ template <typename... Args>
 
 }  // namespace ppolab
 
-#define PPOLAB_ASSERT(cond)                                                         \
-    do {                                                                            \
-        if (!(cond))                                                                \
-            ::ppolab::fail("internal invariant failed: ", #cond, " at ", __FILE__, \
-                           ":", __LINE__);                                          \
+#define PPOLAB_ASSERT(cond)                                                                                 \
+    do {                                                                                                    \
+        if (!(cond)) ::ppolab::fail("internal invariant failed: ", #cond, " at ", __FILE__, ":", __LINE__); \
     } while (0)

@@ -82,7 +82,8 @@ std::string read_input_file(const fs::path& path, InputKind kind) {
     bytes.resize(static_cast<size_t>(in.size()));
     size_t have = 0;
     while (true) {
-        if (have == bytes.size()) bytes.resize(have + std::max<size_t>(1 << 16, have / 2));  // grew: bounded by the limit
+        if (have == bytes.size())
+            bytes.resize(have + std::max<size_t>(1 << 16, have / 2));  // grew: bounded by the limit
         const size_t n = in.read_some(bytes.data() + have, bytes.size() - have);
         if (n == 0) break;
         have += n;
@@ -99,8 +100,8 @@ static void write_all(int fd, const char* data, size_t size, const fs::path& pat
             int err = errno;
             ::close(fd);
             ::unlink(tmp.c_str());
-            fail("cannot write '", path.string(), "' (temporary '", tmp.filename().string(), "', removed): ",
-                 std::strerror(err),
+            fail("cannot write '", path.string(), "' (temporary '", tmp.filename().string(),
+                 "', removed): ", std::strerror(err),
                  err == ENOSPC ? " (the disk is full; the previous version of the file, if any, is unchanged)" : "");
         }
         data += n;
@@ -135,20 +136,22 @@ void write_file_atomic(const fs::path& path, const std::vector<std::string_view>
     std::random_device rd;
     fs::path tmp = dir / ("." + path.filename().string() + ".tmp" + std::to_string(rd()));
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) fail("cannot write '", path.string(), "': cannot create its temporary '", tmp.string(), "': ", std::strerror(errno));
+    if (fd < 0)
+        fail("cannot write '", path.string(), "': cannot create its temporary '", tmp.string(),
+             "': ", std::strerror(errno));
     for (std::string_view bytes : pieces) write_all(fd, bytes.data(), bytes.size(), path, tmp);
     if (::fsync(fd) != 0) {
         int err = errno;
         ::close(fd);
         ::unlink(tmp.c_str());
-        fail("cannot flush '", path.string(), "' (temporary '", tmp.filename().string(), "', removed): ",
-             std::strerror(err));
+        fail("cannot flush '", path.string(), "' (temporary '", tmp.filename().string(),
+             "', removed): ", std::strerror(err));
     }
     if (::close(fd) != 0) {
         int err = errno;
         ::unlink(tmp.c_str());
-        fail("cannot close '", path.string(), "' (temporary '", tmp.filename().string(), "', removed): ",
-             std::strerror(err));
+        fail("cannot close '", path.string(), "' (temporary '", tmp.filename().string(),
+             "', removed): ", std::strerror(err));
     }
     if (before_publish) {
         try {

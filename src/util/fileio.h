@@ -48,8 +48,7 @@ private:
 };
 // The whole of such a file.
 std::string read_input_file(const fs::path& path, InputKind kind);
-void write_file_atomic(const fs::path& path, std::string_view bytes,
-                       Overwrite mode = Overwrite::refuse);
+void write_file_atomic(const fs::path& path, std::string_view bytes, Overwrite mode = Overwrite::refuse);
 // The concatenation of `pieces` as one atomic file (large files without a joined copy).
 void write_file_atomic(const fs::path& path, const std::vector<std::string_view>& pieces,
                        Overwrite mode = Overwrite::refuse);

@@ -119,8 +119,8 @@ size_t GzipInflater::read(char* out, size_t n) {
 void GzipInflater::read_exact(char* out, size_t n, std::string_view what) {
     const size_t got = read(out, n);
     if (got != n)
-        fail(impl_->where, ": gzip stream is truncated (", what, ": ", n, " bytes expected, the stream ends after ", got,
-             ")");
+        fail(impl_->where, ": gzip stream is truncated (", what, ": ", n, " bytes expected, the stream ends after ",
+             got, ")");
 }
 
 bool GzipInflater::at_end() {

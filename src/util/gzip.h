@@ -11,8 +11,7 @@ namespace ppolab {
 
 std::string gzip_compress(std::string_view bytes, int level = 1);
 // `where` names the file in errors; refuses outputs larger than max_bytes.
-std::string gzip_decompress(std::string_view bytes, std::string_view where,
-                            size_t max_bytes = size_t(1) << 36);
+std::string gzip_decompress(std::string_view bytes, std::string_view where, size_t max_bytes = size_t(1) << 36);
 
 // Incremental gunzip of one gzip member: compressed bytes are pulled from
 // `source` as needed (it fills up to `capacity` bytes and returns how many,

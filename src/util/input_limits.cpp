@@ -17,7 +17,8 @@ const InputLimitInfo& input_limit_info(InputKind kind) {
     static const InputLimitInfo kJson{"JSON file", "JSON files", "PPOLAB_MAX_JSON_MIB", 64};
     static const InputLimitInfo kTokenizer{"tokenizer file", "tokenizer files", "PPOLAB_MAX_TOKENIZER_MIB", 32};
     static const InputLimitInfo kState{"resume state", "resume state files (compressed)", "PPOLAB_MAX_STATE_MIB", 2048};
-    static const InputLimitInfo kStateInflated{"resume state", "resume states (decompressed)", "PPOLAB_MAX_STATE_INFLATED_MIB", 2048};
+    static const InputLimitInfo kStateInflated{"resume state", "resume states (decompressed)",
+                                               "PPOLAB_MAX_STATE_INFLATED_MIB", 2048};
     switch (kind) {
         case InputKind::config: return kConfig;
         case InputKind::votes: return kVotes;
@@ -42,8 +43,8 @@ static uint64_t limit_mib(const InputLimitInfo& info) {
         if (ok) mib = mib * 10 + static_cast<uint64_t>(c - '0');
     }
     if (!ok || mib < 1 || mib > kMaxMiB)
-        fail("environment variable ", info.env, " must be a whole number of MiB from 1 to ", kMaxMiB, " (the limit for ",
-             info.many, "), got '", text, "'");
+        fail("environment variable ", info.env, " must be a whole number of MiB from 1 to ", kMaxMiB,
+             " (the limit for ", info.many, "), got '", text, "'");
     return mib;
 }
 

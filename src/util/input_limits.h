@@ -13,8 +13,10 @@
 //                                                                 adapter_config.json
 //   vote file             64 MiB   PPOLAB_MAX_VOTES_MIB          --votes (reward, feedback)
 //   candidate file        64 MiB   PPOLAB_MAX_CANDIDATES_MIB     --candidates (reward, feedback label-ai)
-//   JSON file             64 MiB   PPOLAB_MAX_JSON_MIB           read_json_file: corpus manifests, run records, reports' inputs
-//   tokenizer file        32 MiB   PPOLAB_MAX_TOKENIZER_MIB      tokenizer.json (Tokenizer::from_file, vocabulary size),
+//   JSON file             64 MiB   PPOLAB_MAX_JSON_MIB           read_json_file: corpus manifests, run records,
+//                                                                 reports' inputs
+//   tokenizer file        32 MiB   PPOLAB_MAX_TOKENIZER_MIB      tokenizer.json (Tokenizer::from_file, vocabulary
+//                                                                 size),
 //                                                                 the tokenizer files copied into a checkpoint
 //   resume state (gzip)    2 GiB   PPOLAB_MAX_STATE_MIB          *.state.gz: the compressed file
 //   resume state           2 GiB   PPOLAB_MAX_STATE_INFLATED_MIB *.state.gz: the safetensors bytes inside
@@ -35,9 +37,9 @@ namespace ppolab {
 enum class InputKind { config, votes, candidates, json, tokenizer, state, state_inflated };
 
 struct InputLimitInfo {
-    const char* one;           // "vote file": how errors name a file of the kind
-    const char* many;          // "vote files"
-    const char* env;           // "PPOLAB_MAX_VOTES_MIB"
+    const char* one;   // "vote file": how errors name a file of the kind
+    const char* many;  // "vote files"
+    const char* env;   // "PPOLAB_MAX_VOTES_MIB"
     uint64_t default_mib;
 };
 

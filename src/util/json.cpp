@@ -41,9 +41,7 @@ public:
                 f.last_key = key;
                 break;
             }
-            case json::parse_event_t::value:
-                begin_element();
-                break;
+            case json::parse_event_t::value: begin_element(); break;
         }
         return true;
     }

@@ -44,15 +44,14 @@ void Progress::update(int64_t done, const std::string& status) {
         for (int i = 0; i < width; ++i) bar[i] = i < filled ? '#' : '.';
         bar[width] = 0;
         double eta = done > 0 ? secs * (1.0 / frac - 1.0) : 0.0;
-        std::fprintf(stderr, "\r%s%-10s [%s] %lld/%lld %5.1fs eta %5.1fs %s\x1b[K", prefix().c_str(), label_.c_str(), bar,
-                     static_cast<long long>(done), static_cast<long long>(total_), secs, eta,
-                     status.c_str());
+        std::fprintf(stderr, "\r%s%-10s [%s] %lld/%lld %5.1fs eta %5.1fs %s\x1b[K", prefix().c_str(), label_.c_str(),
+                     bar, static_cast<long long>(done), static_cast<long long>(total_), secs, eta, status.c_str());
     } else {
         int64_t decile = static_cast<int64_t>(frac * 10);
         if (decile == last_decile_) return;
         last_decile_ = decile;
-        std::fprintf(stderr, "%s%s %lld/%lld (%.1fs) %s\n", prefix().c_str(), label_.c_str(), static_cast<long long>(done),
-                     static_cast<long long>(total_), secs, status.c_str());
+        std::fprintf(stderr, "%s%s %lld/%lld (%.1fs) %s\n", prefix().c_str(), label_.c_str(),
+                     static_cast<long long>(done), static_cast<long long>(total_), secs, status.c_str());
     }
     std::fflush(stderr);
 }

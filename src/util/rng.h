@@ -43,7 +43,8 @@ public:
     std::vector<int64_t> permutation(int64_t n) {
         std::vector<int64_t> p(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = i;
-        for (int64_t i = n - 1; i > 0; --i) std::swap(p[static_cast<size_t>(i)], p[below(static_cast<uint64_t>(i) + 1)]);
+        for (int64_t i = n - 1; i > 0; --i)
+            std::swap(p[static_cast<size_t>(i)], p[below(static_cast<uint64_t>(i) + 1)]);
         return p;
     }
 

@@ -84,7 +84,8 @@ void release(const std::string& key) {
     if (--it->second.count > 0) return;
     // Clear the holder's note while the lock is still ours, then let go
     // (closing the last descriptor of the open file description unlocks).
-    if (::ftruncate(it->second.fd, 0) != 0) { /* information only */ }
+    if (::ftruncate(it->second.fd, 0) != 0) { /* information only */
+    }
     ::close(it->second.fd);
     registry().erase(it);
 }
@@ -182,8 +183,7 @@ RunLock lock_run_folder(const fs::path& run) {
             holder = holder_of(read_fd(fd));
         }
         ::close(fd);
-        if (holder.empty())
-            holder = "another process (" + (run / kRunLockFile).string() + " does not say which)";
+        if (holder.empty()) holder = "another process (" + (run / kRunLockFile).string() + " does not say which)";
         if (holder.rfind("pid " + std::to_string(::getpid()) + " ", 0) == 0)
             holder += " — this process, through another path to the same folder";
         fail(run.string(), " is in use by ", holder, "; wait for it to finish or stop it");

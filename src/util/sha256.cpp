@@ -17,15 +17,13 @@ Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
 Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
 
 void Sha256::update(const void* data, size_t size) {
-    if (size && EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, size) != 1)
-        fail("sha256: digest update failed");
+    if (size && EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, size) != 1) fail("sha256: digest update failed");
 }
 
 std::string Sha256::hex() {
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
-    if (EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), digest, &len) != 1)
-        fail("sha256: digest final failed");
+    if (EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), digest, &len) != 1) fail("sha256: digest final failed");
     static const char* digits = "0123456789abcdef";
     std::string out;
     out.reserve(2 * len);

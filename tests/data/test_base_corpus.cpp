@@ -37,8 +37,9 @@ TEST(BaseCorpus, DeterministicAndSized) {
     EXPECT_EQ(a.prose, b.prose);
     BaseCorpusConfig other;
     other.seed = 11;
-    EXPECT_NE(base_corpus_generate(other).conversations[0].response + base_corpus_generate(other).conversations[1].response,
-              a.conversations[0].response + a.conversations[1].response);
+    EXPECT_NE(
+        base_corpus_generate(other).conversations[0].response + base_corpus_generate(other).conversations[1].response,
+        a.conversations[0].response + a.conversations[1].response);
 }
 
 TEST(BaseCorpus, AnswersAreInTheGrammarButNotTiedToTheContext) {
@@ -105,12 +106,14 @@ TEST(BaseCorpus, WorldKnowledgeOnlyWhenAsked) {
         int found = -1;
         for (int a = 0; a < kActionCount; ++a)
             if (line.find(action_context(a)) != std::string::npos) {
-                EXPECT_NE(line.find(action_instruction(a)), std::string::npos) << "knowledge pairs context and fix: " << line;
+                EXPECT_NE(line.find(action_instruction(a)), std::string::npos)
+                    << "knowledge pairs context and fix: " << line;
                 found = a;
             }
         ASSERT_GE(found, 0) << line;
         actions.insert(found);
-        EXPECT_FALSE(evaluate_response(line, FinishReason::eos, found).recognized) << "outside the chat grammar: " << line;
+        EXPECT_FALSE(evaluate_response(line, FinishReason::eos, found).recognized)
+            << "outside the chat grammar: " << line;
     }
     EXPECT_EQ(actions.size(), 6u);
     EXPECT_NO_THROW(base_corpus_check(base, manifest_of(corpus_generate())));

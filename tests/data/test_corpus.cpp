@@ -8,10 +8,10 @@
 #include "data/corpus.h"
 #include "data/corpus_fields.h"
 #include "data/rubric.h"
+#include "support/test_support.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/sha256.h"
-#include "support/test_support.h"
 
 using ppolab::test::message_of;
 using namespace ppolab;
@@ -40,7 +40,9 @@ fs::path written(const std::string& name) {
     return dir;
 }
 
-GuardedReader all_reader(const fs::path& dir) { return GuardedReader("report", corpus_read_roots(dir, CorpusAccess::all)); }
+GuardedReader all_reader(const fs::path& dir) {
+    return GuardedReader("report", corpus_read_roots(dir, CorpusAccess::all));
+}
 
 void expect_audit_fails(const Corpus& bad, const std::string& fragment) {
     std::string e = message_of([&] { corpus_audit(bad); });
@@ -86,8 +88,11 @@ TEST(Corpus, RecordsFollowTheSpecFormulas) {
     const Corpus& c = corpus();
     ASSERT_EQ(c.pairs.size(), 1200u);
     // Independent restatement of SPEC §1's variant table.
-    const int table[5][6] = {{1, 1, 0, 0, 2, 0}, {1, 0, 0, 0, 1, 1}, {1, 1, 1, 0, 0, 0},
-                             {1, 1, 0, 1, 2, 1}, {1, 0, 1, 0, 1, 0}};  // chosen(correct?,caution,polite) rejected(...)
+    const int table[5][6] = {{1, 1, 0, 0, 2, 0},
+                             {1, 0, 0, 0, 1, 1},
+                             {1, 1, 1, 0, 0, 0},
+                             {1, 1, 0, 1, 2, 1},
+                             {1, 0, 1, 0, 1, 0}};  // chosen(correct?,caution,polite) rejected(...)
     for (const auto& p : c.pairs) {
         const int index = std::stoi(p.family.substr(2));
         const int a = index / 40, wrong = (a + 1 + index % 5) % 6;
@@ -113,7 +118,9 @@ TEST(Corpus, RecordsFollowTheSpecFormulas) {
     std::set<int> variants;
     for (const auto& r : c.rollouts) variants.insert(r.variant);
     EXPECT_EQ(variants, (std::set<int>{11, 12, 13, 14}));
-    EXPECT_EQ(c.rollouts[0].prompt.rfind("Desk incident " + c.rollouts[0].family + ", record 11. Source: live rollout request. ", 0), 0u);
+    EXPECT_EQ(c.rollouts[0].prompt.rfind(
+                  "Desk incident " + c.rollouts[0].family + ", record 11. Source: live rollout request. ", 0),
+              0u);
     EXPECT_EQ(c.rollouts[1].prompt.rfind("Help request " + c.rollouts[1].family + ", note 12. ", 0), 0u);
     ASSERT_EQ(c.probes.size(), 80u);
     EXPECT_EQ(c.probes[4 * 7].prompt,
@@ -180,9 +187,9 @@ TEST(Corpus, LayoutSeparatesLearnEvalGold) {
     std::set<std::string> want(corpus_file_names().begin(), corpus_file_names().end());
     want.insert("manifest.json");
     EXPECT_EQ(files, want);
-    for (const std::string name : {"learn/demonstrations.jsonl", "learn/train_pairs.jsonl", "learn/validation_pairs.jsonl",
-                                   "learn/rollout_prompts.jsonl", "eval/test_prompts.jsonl", "eval/probe_prompts.jsonl",
-                                   "manifest.json"}) {
+    for (const std::string name :
+         {"learn/demonstrations.jsonl", "learn/train_pairs.jsonl", "learn/validation_pairs.jsonl",
+          "learn/rollout_prompts.jsonl", "eval/test_prompts.jsonl", "eval/probe_prompts.jsonl", "manifest.json"}) {
         std::string text = read_file(dir / name);
         EXPECT_EQ(text.find("expected_action"), std::string::npos) << name;
         EXPECT_EQ(text.find("candidate"), std::string::npos) << name;
@@ -396,8 +403,12 @@ TEST(Corpus, NonAsciiBytesAreNeverDigits) {
     EXPECT_FALSE(corpus_detail::is_ascii_digits("12\xB3"));  // superscript three in Latin-1
 
     Corpus bad = corpus();
-    bad.pairs[0].family = "OH\xC3\xA9" "0";  // "OHé0": five bytes, two of them not digits
-    expect_audit_fails(bad, "has family 'OH\xC3\xA9" "0'; expected OH<3 digits>");
+    bad.pairs[0].family =
+        "OH\xC3\xA9"
+        "0";  // "OHé0": five bytes, two of them not digits
+    expect_audit_fails(bad,
+                       "has family 'OH\xC3\xA9"
+                       "0'; expected OH<3 digits>");
 
     // corpus_load: the variant of a pair id whose suffix is 'é' (the files
     // re-hashed in the manifest, so only the id itself is wrong).
@@ -430,23 +441,36 @@ TEST(Corpus, JsonlParsersNameFileLineAndField) {
         }
         return std::string();
     };
-    EXPECT_NE(err([&] { parse_prompts(good + good, "x.jsonl"); }).find("x.jsonl:2: duplicate id 'a'"), std::string::npos);
-    EXPECT_NE(err([&] { parse_prompts(good.substr(0, good.size() - 1), "x.jsonl"); }).find("newline"), std::string::npos);
+    EXPECT_NE(err([&] { parse_prompts(good + good, "x.jsonl"); }).find("x.jsonl:2: duplicate id 'a'"),
+              std::string::npos);
+    EXPECT_NE(err([&] { parse_prompts(good.substr(0, good.size() - 1), "x.jsonl"); }).find("newline"),
+              std::string::npos);
     EXPECT_NE(err([&] { parse_prompts(good + "\n", "x.jsonl"); }).find("x.jsonl:2: blank line"), std::string::npos);
-    EXPECT_NE(err([&] { parse_prompts("[1]\n", "x.jsonl"); }).find("x.jsonl:1: expected a JSON object"), std::string::npos);
-    EXPECT_NE(err([&] { parse_prompts("{\"id\":\n", "x.jsonl"); }).find("x.jsonl:1: not valid JSON"), std::string::npos);
+    EXPECT_NE(err([&] { parse_prompts("[1]\n", "x.jsonl"); }).find("x.jsonl:1: expected a JSON object"),
+              std::string::npos);
+    EXPECT_NE(err([&] { parse_prompts("{\"id\":\n", "x.jsonl"); }).find("x.jsonl:1: not valid JSON"),
+              std::string::npos);
     std::string extra = good;
     extra.insert(1, "\"expected_action\":1,");
-    EXPECT_NE(err([&] { parse_prompts(extra, "x.jsonl"); }).find("unexpected field 'expected_action'"), std::string::npos);
+    EXPECT_NE(err([&] { parse_prompts(extra, "x.jsonl"); }).find("unexpected field 'expected_action'"),
+              std::string::npos);
     std::string badsha = R"({"id":"a","family":"f","prompt":"q","prompt_sha256":")" + sha256_hex("p") + "\"}\n";
-    EXPECT_NE(err([&] { parse_prompts(badsha, "x.jsonl"); }).find("x.jsonl:1: field 'prompt_sha256'"), std::string::npos);
+    EXPECT_NE(err([&] { parse_prompts(badsha, "x.jsonl"); }).find("x.jsonl:1: field 'prompt_sha256'"),
+              std::string::npos);
     std::string missing = R"({"id":"a","prompt":"p","prompt_sha256":")" + sha256_hex("p") + "\"}\n";
     EXPECT_NE(err([&] { parse_prompts(missing, "x.jsonl"); }).find("missing field 'family'"), std::string::npos);
-    EXPECT_NE(err([&] { parse_gold(R"({"id":"a","population":"pair","split":"train","family":"f","expected_action":9,"chosen":"c","rejected":"r"})" "\n", "g.jsonl"); })
-                  .find("g.jsonl:1: field 'expected_action' must be in [0, 5], got 9"),
+    EXPECT_NE(err([&] {
+                  parse_gold(R"({"id":"a","population":"pair","split":"train","family":"f",)"
+                             R"("expected_action":9,"chosen":"c","rejected":"r"})"
+                             "\n",
+                             "g.jsonl");
+              }).find("g.jsonl:1: field 'expected_action' must be in [0, 5], got 9"),
               std::string::npos);
-    EXPECT_NE(err([&] { parse_gold(R"({"id":"a","population":"rollout","split":"test","family":"f","expected_action":1})" "\n", "g.jsonl"); })
-                  .find("not valid for population"),
+    EXPECT_NE(err([&] {
+                  parse_gold(R"({"id":"a","population":"rollout","split":"test","family":"f","expected_action":1})"
+                             "\n",
+                             "g.jsonl");
+              }).find("not valid for population"),
               std::string::npos);
     EXPECT_NE(err([&] { manifest_parse("{}", "m.json"); }).find("m.json: missing field"), std::string::npos);
     EXPECT_THROW(manifest_parse("", "m.json"), Error);

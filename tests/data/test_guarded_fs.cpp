@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include "data/guarded_fs.h"
+#include "support/test_support.h"
 #include "util/error.h"
 #include "util/fileio.h"
-#include "support/test_support.h"
 
 using ppolab::test::message_of;
 using namespace ppolab;
@@ -106,8 +106,8 @@ TEST(GuardedReader, CheckpointRootsAndErrors) {
     write_file_atomic(t.root / "checkpoints/sft/state.json", "{}");
     EXPECT_EQ(sft.read(t.root / "checkpoints/sft/state.json"), "{}");
     EXPECT_THROW(sft.read(t.root / "checkpoints/reward/state.json"), Error);
-    EXPECT_THROW(sft.read(t.root / "corpus/learn"), Error);               // a folder
-    EXPECT_THROW(sft.read(t.root / "corpus/learn/missing.jsonl"), Error); // missing, inside
+    EXPECT_THROW(sft.read(t.root / "corpus/learn"), Error);                // a folder
+    EXPECT_THROW(sft.read(t.root / "corpus/learn/missing.jsonl"), Error);  // missing, inside
     EXPECT_THROW(GuardedReader("x", {fs::path()}), Error);
     GuardedReader none("nothing", {});
     EXPECT_THROW(none.read(t.root / "corpus/learn/pairs.jsonl"), Error);

@@ -63,7 +63,9 @@ TEST(PrepareCli, WritesTheAuditedCorpusIdenticallyTwice) {
     const fs::path a = temp_root() / "a", b = temp_root() / "b";
     Result r = run("prepare --out " + a.string());
     ASSERT_EQ(r.rc, 0) << r.out;
-    EXPECT_NE(r.out.find("pairs 1200: train 840 / validation 180 / test 180 (families 168 / 36 / 36"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("pairs 1200: train 840 / validation 180 / test 180 (families 168 / 36 / 36"),
+              std::string::npos)
+        << r.out;
     EXPECT_NE(r.out.find("no human feedback"), std::string::npos) << r.out;
     json m = read_json_file(a / "manifest.json");
     const json& audit = m.at("audit");

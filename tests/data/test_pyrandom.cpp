@@ -75,8 +75,10 @@ TEST(PyRandom, FamilySplitEqualsTheTutorials) {
     auto test = families_in(splits, "test");
     ASSERT_EQ(val.size(), 36u);
     ASSERT_EQ(test.size(), 36u);
-    EXPECT_EQ(std::vector<std::string>(val.begin(), val.begin() + 3), (std::vector<std::string>{"OH002", "OH003", "OH014"}));
-    EXPECT_EQ(std::vector<std::string>(test.begin(), test.begin() + 3), (std::vector<std::string>{"OH004", "OH007", "OH020"}));
+    EXPECT_EQ(std::vector<std::string>(val.begin(), val.begin() + 3),
+              (std::vector<std::string>{"OH002", "OH003", "OH014"}));
+    EXPECT_EQ(std::vector<std::string>(test.begin(), test.begin() + 3),
+              (std::vector<std::string>{"OH004", "OH007", "OH020"}));
     EXPECT_EQ(families_in(splits, "train").size(), 168u);
     // Another seed gives another split, also equal to CPython's.
     c.seed = 7;

@@ -13,7 +13,8 @@ using namespace ppolab;
 TEST(Rubric, GeneratorTextsAreTheDeclaredSentences) {
     EXPECT_EQ(response_text(0, 0, false), "Resume the print queue.");
     EXPECT_EQ(response_text(1, 1, false), "Check for an unplugged cable. This may help.");
-    EXPECT_EQ(response_text(3, 2, true), "Thank you for your patience. Re-enable the Wi-Fi adapter. This will definitely fix it.");
+    EXPECT_EQ(response_text(3, 2, true),
+              "Thank you for your patience. Re-enable the Wi-Fi adapter. This will definitely fix it.");
     EXPECT_EQ(response_text(5, 1, true), "Thank you for your patience. Renew the login session. This may help.");
     EXPECT_THROW(response_text(6, 0, false), Error);
     EXPECT_THROW(response_text(0, 3, false), Error);
@@ -21,8 +22,8 @@ TEST(Rubric, GeneratorTextsAreTheDeclaredSentences) {
 }
 
 TEST(Rubric, EveryFieldOfASuccess) {
-    RubricVerdict v = evaluate_response("Thank you for your patience. Save the document now. This may help.",
-                                        FinishReason::eos, 4);
+    RubricVerdict v =
+        evaluate_response("Thank you for your patience. Save the document now. This may help.", FinishReason::eos, 4);
     EXPECT_TRUE(v.recognized);
     EXPECT_EQ(v.status, "CERTIFIED");
     EXPECT_EQ(v.action, 4);
@@ -44,9 +45,11 @@ TEST(Rubric, IrrelevantCertainPlainRefusal) {
     EXPECT_FALSE(wrong.rubric_success);
     EXPECT_FALSE(wrong.polite);
     EXPECT_EQ(wrong.caution, 0);
-    EXPECT_NE(wrong.reason.find("irrelevant action save_document; expected reenable_audio"), std::string::npos) << wrong.reason;
+    EXPECT_NE(wrong.reason.find("irrelevant action save_document; expected reenable_audio"), std::string::npos)
+        << wrong.reason;
 
-    RubricVerdict certain = evaluate_response("Re-enable the audio output. This is guaranteed to fix it.", FinishReason::eos, 2);
+    RubricVerdict certain =
+        evaluate_response("Re-enable the audio output. This is guaranteed to fix it.", FinishReason::eos, 2);
     EXPECT_TRUE(certain.recognized);
     EXPECT_TRUE(certain.relevant);
     EXPECT_TRUE(certain.unsupported_certainty);
@@ -59,7 +62,8 @@ TEST(Rubric, IrrelevantCertainPlainRefusal) {
     EXPECT_TRUE(plain.polite);  // a closing formula is politeness too
     EXPECT_EQ(plain.caution, 0);
 
-    RubricVerdict refusal = evaluate_response("Thanks for waiting. I am unable to help with that.", FinishReason::eos, 0);
+    RubricVerdict refusal =
+        evaluate_response("Thanks for waiting. I am unable to help with that.", FinishReason::eos, 0);
     EXPECT_TRUE(refusal.recognized);
     EXPECT_TRUE(refusal.refusal);
     EXPECT_TRUE(refusal.polite);
@@ -138,37 +142,37 @@ TEST(Rubric, WholeGrammarIsRecognisedWithItsLabels) {
 
 TEST(Rubric, NearMissesAreUncertified) {
     const char* near_misses[] = {
-        "Resume the print queue",                                          // missing period
-        "resume the print queue.",                                         // case
-        "Resume the printer queue.",                                       // paraphrase
-        "Resume the print que.",                                           // typo
-        "Resume the paused print queue.",                                  // extra word
-        "Resume the print queue. This may help",                           // missing final period
-        "This may help. Resume the print queue.",                          // reordered clauses
-        "Resume the print queue. Save the document now.",                  // two actions
-        "Resume the print queue. Resume the print queue.",                 // repeated action
-        "Resume the print queue. This may help. Thanks!",                  // trailing prose
-        "Resume the print queue. This may help. It is easy.",              // trailing prose
-        "Resume the print queue. This may help. This will definitely fix it.",  // two cautions
-        "Resume the print queue. Thank you for your patience.",            // opening at the end
-        "Have a nice day. Resume the print queue.",                        // closing first
+        "Resume the print queue",                                                    // missing period
+        "resume the print queue.",                                                   // case
+        "Resume the printer queue.",                                                 // paraphrase
+        "Resume the print que.",                                                     // typo
+        "Resume the paused print queue.",                                            // extra word
+        "Resume the print queue. This may help",                                     // missing final period
+        "This may help. Resume the print queue.",                                    // reordered clauses
+        "Resume the print queue. Save the document now.",                            // two actions
+        "Resume the print queue. Resume the print queue.",                           // repeated action
+        "Resume the print queue. This may help. Thanks!",                            // trailing prose
+        "Resume the print queue. This may help. It is easy.",                        // trailing prose
+        "Resume the print queue. This may help. This will definitely fix it.",       // two cautions
+        "Resume the print queue. Thank you for your patience.",                      // opening at the end
+        "Have a nice day. Resume the print queue.",                                  // closing first
         "Thank you for your patience. Thanks for waiting. Resume the print queue.",  // two openings
-        "Resume the print queue. Have a nice day. Have a nice day.",       // two closings
-        "Thank you for your patience.",                                    // politeness only
-        "This may help.",                                                  // caution only
-        "",                                                                // empty
-        " \n\t ",                                                          // blank
-        "Resume the print queue.This may help.",                           // no space between sentences
-        "Resume the print queue..",                                        // double period
-        "Resume the print queue!",                                         // other punctuation
-        "Resume the print queue, this may help.",                          // merged sentences
-        "Resume the print queue. I cannot help with that request.",        // answer then refusal
-        "I cannot help with that request. This may help.",                 // refusal with caution
-        "I cannot help with that request. Resume the print queue.",        // refusal then answer
-        "Sure! Resume the print queue.",                                   // leading prose
-        "Resume the print queue.\xc2\xa0",                                 // non-breaking space is not blank
-        "Resume the print queue. This will definitely fix it. This may help.",  // two cautions, reordered
-        "Re-enable the Wi-Fi.",                                            // shortened action
+        "Resume the print queue. Have a nice day. Have a nice day.",                 // two closings
+        "Thank you for your patience.",                                              // politeness only
+        "This may help.",                                                            // caution only
+        "",                                                                          // empty
+        " \n\t ",                                                                    // blank
+        "Resume the print queue.This may help.",                                     // no space between sentences
+        "Resume the print queue..",                                                  // double period
+        "Resume the print queue!",                                                   // other punctuation
+        "Resume the print queue, this may help.",                                    // merged sentences
+        "Resume the print queue. I cannot help with that request.",                  // answer then refusal
+        "I cannot help with that request. This may help.",                           // refusal with caution
+        "I cannot help with that request. Resume the print queue.",                  // refusal then answer
+        "Sure! Resume the print queue.",                                             // leading prose
+        "Resume the print queue.\xc2\xa0",                                           // non-breaking space is not blank
+        "Resume the print queue. This will definitely fix it. This may help.",       // two cautions, reordered
+        "Re-enable the Wi-Fi.",                                                      // shortened action
         "Save the document now. This may help. Have a nice day. Thanks for waiting.",  // opening after closing
     };
     for (const char* text : near_misses) {
@@ -184,11 +188,14 @@ TEST(Rubric, NearMissesAreUncertified) {
         EXPECT_NE(v.reason.find("outside the grammar"), std::string::npos) << text << ": " << v.reason;
     }
     // Reasons say what is wrong.
-    EXPECT_NE(evaluate_response("Resume the print queue. Save the document now.", FinishReason::eos, 0).reason.find("second action"),
+    EXPECT_NE(evaluate_response("Resume the print queue. Save the document now.", FinishReason::eos, 0)
+                  .reason.find("second action"),
               std::string::npos);
-    EXPECT_NE(evaluate_response("Resume the printer queue.", FinishReason::eos, 0).reason.find("'Resume the printer queue.' is not in the grammar"),
+    EXPECT_NE(evaluate_response("Resume the printer queue.", FinishReason::eos, 0)
+                  .reason.find("'Resume the printer queue.' is not in the grammar"),
               std::string::npos);
-    EXPECT_NE(evaluate_response("Resume the print queue", FinishReason::eos, 0).reason.find("period"), std::string::npos);
+    EXPECT_NE(evaluate_response("Resume the print queue", FinishReason::eos, 0).reason.find("period"),
+              std::string::npos);
 }
 
 TEST(Rubric, ReasonsStayValidJsonForAnyBytes) {
@@ -233,8 +240,8 @@ TEST(Rubric, ActionsAndContextsAreDistinct) {
 }
 
 TEST(Rubric, VerdictJsonRoundTripAndValidation) {
-    RubricVerdict v = evaluate_response("Thanks for waiting. Check for an unplugged cable. This might help. Have a nice day.",
-                                        FinishReason::eos, 1);
+    RubricVerdict v = evaluate_response(
+        "Thanks for waiting. Check for an unplugged cable. This might help. Have a nice day.", FinishReason::eos, 1);
     ASSERT_TRUE(v.rubric_success);
     ordered_json j = rubric_verdict_to_json(v);
     EXPECT_EQ(j.dump(),

@@ -28,8 +28,9 @@ struct Fixture {
     // The corpus part of the generation step's roots (Study::open adds the
     // model and the policy folders, never gold/).
     GuardedReader generation_reader(EvalSet set) const {
-        return GuardedReader("evaluate-generate",
-                             corpus_read_roots(run.corpus(), set == EvalSet::validation ? CorpusAccess::learn : CorpusAccess::eval));
+        return GuardedReader(
+            "evaluate-generate",
+            corpus_read_roots(run.corpus(), set == EvalSet::validation ? CorpusAccess::learn : CorpusAccess::eval));
     }
 };
 
@@ -39,7 +40,8 @@ TEST(EvalGuard, GenerationPromptsCarryNoLabels) {
     Fixture f;
     EXPECT_EQ(evaluation_generation_scope(EvalSet::held_out), StageScope::eval);
     EXPECT_EQ(evaluation_generation_scope(EvalSet::validation), StageScope::learn);
-    const std::vector<EvalRow> rows = evaluation_prompts(f.generation_reader(EvalSet::held_out), f.run.corpus(), EvalSet::held_out);
+    const std::vector<EvalRow> rows =
+        evaluation_prompts(f.generation_reader(EvalSet::held_out), f.run.corpus(), EvalSet::held_out);
     ASSERT_EQ(rows.size(), 260u);
     std::vector<const EvalRow*> all, probes;
     for (const EvalRow& r : rows) {
@@ -56,7 +58,8 @@ TEST(EvalGuard, GenerationPromptsCarryNoLabels) {
         evaluation_prompts(f.generation_reader(EvalSet::validation), f.run.corpus(), EvalSet::validation);
     EXPECT_EQ(validation.size(), 180u);
     // validation prompts live in learn/: the held-out generation may not read them
-    EXPECT_THROW(evaluation_prompts(f.generation_reader(EvalSet::held_out), f.run.corpus(), EvalSet::validation), Error);
+    EXPECT_THROW(evaluation_prompts(f.generation_reader(EvalSet::held_out), f.run.corpus(), EvalSet::validation),
+                 Error);
 }
 
 TEST(EvalGuard, LabelFileReachableByGenerationIsRefused) {

@@ -7,26 +7,24 @@
 // on 80 candidates with the sha256 of the judge; both refuse to overwrite.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include "support/test_support.h"
 #include "util/fileio.h"
 #include "util/json.h"
 #include "util/sha256.h"
-#include "support/test_support.h"
 
 using ppolab::test::Output;
 using ppolab::test::run_shell;
 using namespace ppolab;
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 TEST(CmdEvaluate, MicroRunEndToEnd) {
     ::setenv("PPOLAB_QUIET", "1", 1);
@@ -43,8 +41,9 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
             ASSERT_EQ(o.rc, 0) << step << "\n" << o.out;
         }
     };
-    steps({"prepare", "pretrain --set max_updates=2 --set pretrain.conversations=400 --set pretrain.prose=50"
-                      " --set pretrain.check_prompts=6 --set pretrain.check_max_new_tokens=8"});
+    steps({"prepare",
+           "pretrain --set max_updates=2 --set pretrain.conversations=400 --set pretrain.prose=50"
+           " --set pretrain.check_prompts=6 --set pretrain.check_max_new_tokens=8"});
     const std::string evaluate = bin + "evaluate" + at + " --set limits.max_response=8";
 
     // 0. development check on the validation prompts before SFT: the base alone, no judge yet

@@ -3,8 +3,8 @@
 // artefact is detected; files outside the main artefacts are not).
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <unistd.h>
+#include <fstream>
 
 #include "evaluation/exercise.h"
 #include "util/error.h"
@@ -96,7 +96,9 @@ TEST(Exercise, ChangedArtefactIsDetected) {
     write(run.final_dir("reward") / "learned.safetensors", "judgf");
     std::vector<std::string> changes = artefact_changes(before, main_artefact_hashes(run));
     ASSERT_EQ(changes.size(), 1u);
-    EXPECT_EQ(changes[0].rfind("reward/final/learned.safetensors: changed (" + before.at("reward/final/learned.safetensors"), 0), 0u)
+    EXPECT_EQ(changes[0].rfind(
+                  "reward/final/learned.safetensors: changed (" + before.at("reward/final/learned.safetensors"), 0),
+              0u)
         << changes[0];
     try {
         require_unchanged(before, main_artefact_hashes(run), "exercise");

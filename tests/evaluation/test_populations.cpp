@@ -9,8 +9,9 @@ using namespace ppolab;
 
 namespace {
 
-EvalRow make_row(const std::string& id, const std::string& population, const std::string& prompt, const std::string& text,
-                 FinishReason finish, int expected, double score, float actor, float reference) {
+EvalRow make_row(const std::string& id, const std::string& population, const std::string& prompt,
+                 const std::string& text, FinishReason finish, int expected, double score, float actor,
+                 float reference) {
     EvalRow r;
     r.id = id;
     r.family = id.substr(0, id.find('-'));
@@ -33,9 +34,12 @@ EvalRow make_row(const std::string& id, const std::string& population, const std
 // without EOS).
 std::vector<EvalRow> hand_rows() {
     std::vector<EvalRow> rows;
-    rows.push_back(make_row("OH004-P0", "test", "t0", response_text(0, 1, false), FinishReason::eos, 0, 1.0, -1.0f, -1.5f));
-    rows.push_back(make_row("OH004-P1", "test", "t1", response_text(0, 0, true), FinishReason::eos, 0, 2.0, -1.0f, -1.0f));
-    rows.push_back(make_row("OH007-P0", "test", "t2", response_text(1, 2, false), FinishReason::eos, 1, 3.0, -2.0f, -1.0f));
+    rows.push_back(
+        make_row("OH004-P0", "test", "t0", response_text(0, 1, false), FinishReason::eos, 0, 1.0, -1.0f, -1.5f));
+    rows.push_back(
+        make_row("OH004-P1", "test", "t1", response_text(0, 0, true), FinishReason::eos, 0, 2.0, -1.0f, -1.0f));
+    rows.push_back(
+        make_row("OH007-P0", "test", "t2", response_text(1, 2, false), FinishReason::eos, 1, 3.0, -2.0f, -1.0f));
     for (int k = 0; k < 4; ++k)
         rows.push_back(make_row("PROBE00-C" + std::to_string(k / 2) + "-P" + std::to_string(k % 2), "probe", "pA",
                                 response_text(0, 1, true), FinishReason::eos, 0, 4.0, -0.5f, -0.5f));
@@ -66,7 +70,8 @@ TEST(EvalPopulations, RowsVersusUniqueContextsOnAHandExample) {
     EXPECT_EQ(m["all_rows"]["recognized"], 7);
     EXPECT_DOUBLE_EQ(m["all_rows"]["recognized_rate"].get<double>(), 7.0 / 11.0);
     EXPECT_DOUBLE_EQ(m["all_rows"]["unsupported_certainty_rate_recognized_denominator"].get<double>(), 1.0 / 7.0);
-    EXPECT_DOUBLE_EQ(m["all_unique_contexts"]["unsupported_certainty_rate_recognized_denominator"].get<double>(), 1.0 / 4.0);
+    EXPECT_DOUBLE_EQ(m["all_unique_contexts"]["unsupported_certainty_rate_recognized_denominator"].get<double>(),
+                     1.0 / 4.0);
     EXPECT_EQ(m["all_unique_contexts"]["denominators"]["unsupported_certainty_rate_recognized_denominator"], 4);
     EXPECT_DOUBLE_EQ(m["all_rows"]["relevant_rate_recognized_denominator"].get<double>(), 1.0);
     EXPECT_EQ(m["all_rows"]["without_eos"], 4);

@@ -71,7 +71,8 @@ Parsed parse_html(const std::string& html) {
         if (tag[0] == '/') {
             const std::string name = tag.substr(1);
             if (open.empty() || open.back() != name)
-                throw std::runtime_error("closing </" + name + "> but open is <" + (open.empty() ? "" : open.back()) + ">");
+                throw std::runtime_error("closing </" + name + "> but open is <" + (open.empty() ? "" : open.back()) +
+                                         ">");
             open.pop_back();
             continue;
         }
@@ -95,14 +96,18 @@ size_t count(const std::string& hay, const std::string& needle) {
 }
 
 json token(int id, const std::string& text, double value, double advantage) {
-    return {{"token", id},          {"text", text},         {"old_logp", -1.5}, {"ref_logp", -1.25},
-            {"reward", 0.0},        {"value", value},       {"advantage", advantage}, {"return", value + advantage}};
+    return {{"token", id},   {"text", text},   {"old_logp", -1.5},       {"ref_logp", -1.25},
+            {"reward", 0.0}, {"value", value}, {"advantage", advantage}, {"return", value + advantage}};
 }
 
 json rollout(const std::string& id, const std::string& prompt_id, const std::string& text, const std::string& finish,
              double score, double logratio) {
-    return {{"rollout_id", id}, {"prompt_id", prompt_id}, {"text", text}, {"finish_reason", finish},
-            {"score", score},   {"sampled_logratio_sum", logratio},
+    return {{"rollout_id", id},
+            {"prompt_id", prompt_id},
+            {"text", text},
+            {"finish_reason", finish},
+            {"score", score},
+            {"sampled_logratio_sum", logratio},
             {"tokens", json::array({token(11, "<tok&1>", 0.25, 0.5), token(12, "two", 0.125, -0.75)})}};
 }
 
@@ -149,7 +154,8 @@ SyntheticRun make_run(const std::string& name) {
     put(r.root / "sft" / "continuous.json",
         {{"history", sft_hist},
          {"identity", {{"config", {{"preset", "tiny<x>"}, {"study_revision", "r001"}}}}},
-         {"validation_history", {{{"epoch", 0}, {"mean_token_logprob", -2.5}}, {{"epoch", 1}, {"mean_token_logprob", -2.0}}}}});
+         {"validation_history",
+          {{{"epoch", 0}, {"mean_token_logprob", -2.5}}, {{"epoch", 1}, {"mean_token_logprob", -2.0}}}}});
     put(r.root / "reward" / "continuous.json",
         {{"history", judge_hist},
          {"validation_history",
@@ -175,15 +181,17 @@ SyntheticRun make_run(const std::string& name) {
     const fs::path rd = r.root / "ppo" / "rollouts" / "continuous";
     put(rd / "iteration-001.json",
         {{"iteration", 1},
-         {"rollouts", {rollout("iteration-001-slot-0", p0, r.success_text, "eos", 1.5, 0.25),
-                       rollout("iteration-001-slot-1", p1, "<script>alert('x')</script> & more", "length", -0.5, 0.75)}}});
-    put(rd / "iteration-002.json",
-        {{"iteration", 2},
-         {"rollouts", {rollout("iteration-002-slot-0", p0, r.success_text, "length", 2.5, 1.0),
-                       rollout("iteration-002-slot-1", p1, "plain words", "eos", 3.5, 2.0)}}});
+         {"rollouts",
+          {rollout("iteration-001-slot-0", p0, r.success_text, "eos", 1.5, 0.25),
+           rollout("iteration-001-slot-1", p1, "<script>alert('x')</script> & more", "length", -0.5, 0.75)}}});
+    put(rd / "iteration-002.json", {{"iteration", 2},
+                                    {"rollouts",
+                                     {rollout("iteration-002-slot-0", p0, r.success_text, "length", 2.5, 1.0),
+                                      rollout("iteration-002-slot-1", p1, "plain words", "eos", 3.5, 2.0)}}});
     for (const char* stage : {"sft", "reward", "ppo"})
         put(r.root / stage / "resume-check.json", {{"status", "PASS"}, {"first_difference", ""}});
-    put(r.root / "run-state.json", {{"steps", {{"prepare", {{"seconds", 0.5}, {"command", "ppolab prepare --run <R>"}}}}}});
+    put(r.root / "run-state.json",
+        {{"steps", {{"prepare", {{"seconds", 0.5}, {"command", "ppolab prepare --run <R>"}}}}}});
     return r;
 }
 
@@ -207,29 +215,37 @@ void add_evaluation(const SyntheticRun& r) {
                     {"rubric", {{"rubric_success", ok}, {"reason", ok ? "ok" : "not recognised"}}}};
     };
     put(r.root / "eval" / "sft-scored.json",
-        {{"rows_detail", {row("OH001-T0", "test", "Printer <jammed>?", "sft answer one", true),
-                          row("OH001-T1", "test", "The printer is <jammed>", "sft answer two", true),
-                          row("PROBE01-C0-P0", "probe", "probe prompt", "sft probe answer", false),
-                          row("PROBE01-C0-P1", "probe", "probe prompt", "sft probe answer", false)}}});
+        {{"rows_detail",
+          {row("OH001-T0", "test", "Printer <jammed>?", "sft answer one", true),
+           row("OH001-T1", "test", "The printer is <jammed>", "sft answer two", true),
+           row("PROBE01-C0-P0", "probe", "probe prompt", "sft probe answer", false),
+           row("PROBE01-C0-P1", "probe", "probe prompt", "sft probe answer", false)}}});
     put(r.root / "eval" / "ppo-scored.json",
-        {{"rows_detail", {row("OH001-T0", "test", "Printer <jammed>?", "ppo answer <one>", false),
-                          row("OH001-T1", "test", "The printer is <jammed>", "ppo answer two", true),
-                          row("PROBE01-C0-P0", "probe", "probe prompt", "ppo probe answer", true),
-                          row("PROBE01-C0-P1", "probe", "probe prompt", "ppo probe answer", true)}}});
+        {{"rows_detail",
+          {row("OH001-T0", "test", "Printer <jammed>?", "ppo answer <one>", false),
+           row("OH001-T1", "test", "The printer is <jammed>", "ppo answer two", true),
+           row("PROBE01-C0-P0", "probe", "probe prompt", "ppo probe answer", true),
+           row("PROBE01-C0-P1", "probe", "probe prompt", "ppo probe answer", true)}}});
     json contexts = json::array();
     for (int c = 0; c < 2; ++c)
-        contexts.push_back({{"context", "PROBE0" + std::to_string(c)},
-                            {"scores", {{"correct_plain", 1.0}, {"correct_polite", 1.5}, {"wrong_plain", 0.25}, {"wrong_polite", 1.75}}},
-                            {"correct_politeness_delta", 0.5},
-                            {"incorrect_politeness_delta", 1.5},
-                            {"wrong_polite_outranks_correct_plain", true}});
-    put(r.root / "exercise.json",
-        {{"summary",
-          {{"contexts", 2}, {"candidates", 8}, {"wrong_polite_outranks_correct_plain_contexts", 2},
-           {"correct_politeness_delta_positive_contexts", 2}, {"incorrect_politeness_delta_positive_contexts", 2},
-           {"mean_correct_politeness_delta", 0.5}, {"mean_incorrect_politeness_delta", 1.5}, {"per_context", contexts}}},
-         {"judge_learned_sha256", {{"before", "ab"}, {"after", "ab"}}},
-         {"artefacts_unchanged", true}});
+        contexts.push_back(
+            {{"context", "PROBE0" + std::to_string(c)},
+             {"scores",
+              {{"correct_plain", 1.0}, {"correct_polite", 1.5}, {"wrong_plain", 0.25}, {"wrong_polite", 1.75}}},
+             {"correct_politeness_delta", 0.5},
+             {"incorrect_politeness_delta", 1.5},
+             {"wrong_polite_outranks_correct_plain", true}});
+    put(r.root / "exercise.json", {{"summary",
+                                    {{"contexts", 2},
+                                     {"candidates", 8},
+                                     {"wrong_polite_outranks_correct_plain_contexts", 2},
+                                     {"correct_politeness_delta_positive_contexts", 2},
+                                     {"incorrect_politeness_delta_positive_contexts", 2},
+                                     {"mean_correct_politeness_delta", 0.5},
+                                     {"mean_incorrect_politeness_delta", 1.5},
+                                     {"per_context", contexts}}},
+                                   {"judge_learned_sha256", {{"before", "ab"}, {"after", "ab"}}},
+                                   {"artefacts_unchanged", true}});
 }
 
 TEST(Report, HtmlEscape) {
@@ -260,8 +276,8 @@ TEST(Report, SvgPlotHasAxesLegendAndEscapedNames) {
     EXPECT_NE(s.find("a&amp;b"), std::string::npos);
     EXPECT_NE(s.find("T&lt;1&gt;"), std::string::npos);
     EXPECT_NE(s.find("<figcaption>cap &lt;i&gt;</figcaption>"), std::string::npos);
-    EXPECT_EQ(count(s, "<polyline"), 1u);     // the second series has one finite point only
-    EXPECT_EQ(count(s, "<circle"), 4u);       // 3 + 1 finite points
+    EXPECT_EQ(count(s, "<polyline"), 1u);  // the second series has one finite point only
+    EXPECT_EQ(count(s, "<circle"), 4u);    // 3 + 1 finite points
     EXPECT_EQ(count(s, "class=\"legend\""), 2u);
     EXPECT_GE(count(s, "class=\"tick\""), 6u);
     EXPECT_NO_THROW(parse_html(s));
@@ -320,7 +336,8 @@ TEST(Report, FullRunHasEveryPlotSectionAndTable) {
     EXPECT_NE(html.find("Printer &lt;jammed&gt;?"), std::string::npos);
     EXPECT_NE(html.find("ppo answer &lt;one&gt;"), std::string::npos);
     // gold-vs-proxy table: iteration 1 is 1 of 2, iteration 2 is 0 of 2
-    EXPECT_NE(html.find("<tr><td>1</td><td>2</td><td>1</td><td>0.5</td><td>0.5</td><td>0.5</td></tr>"), std::string::npos);
+    EXPECT_NE(html.find("<tr><td>1</td><td>2</td><td>1</td><td>0.5</td><td>0.5</td><td>0.5</td></tr>"),
+              std::string::npos);
     EXPECT_NE(html.find("<tr><td>2</td><td>2</td><td>0</td><td>0</td><td>3</td><td>1.5</td></tr>"), std::string::npos);
     // per-token tables: first and last iteration, two rollouts each
     EXPECT_EQ(count(html, "<table class=\"tokens\">"), 4u);
@@ -409,38 +426,53 @@ TEST(Report, CommandWritesOnceAndRefusesToOverwrite) {
     fs::remove_all(r.root.parent_path());
 }
 
-
 // A judge that learned from votes (SPEC §8): the scope box says whose votes,
 // "Judge trained on …" names the counts and every vote file's sha256, and
 // the vote test and PPO's labelled prompts are reported.
 TEST(Report, JudgeFromVotesNamesItsVotes) {
     const SyntheticRun r = make_run("votes");
-    const json feedback = {
-        {"feedback_kind", "human"},
-        {"candidate_file", {{"path", "c.json"}, {"sha256", std::string(64, 'c')}, {"checkpoint_sha256", std::string(64, 'd')}, {"pairs", 300}}},
-        {"files", {{{"path", "ada.json"}, {"sha256", std::string(64, 'e')}, {"kind", "human"}, {"participant", "Ada <A.>"},
-                    {"votes", 60}, {"binary", 50}, {"ties", 6}, {"rejects", 4}}}},
-        {"counts", {{"train", 31}, {"validation", 7}, {"test", 12}}},
-        {"ties", 6},
-        {"rejects", 4}};
+    const json feedback = {{"feedback_kind", "human"},
+                           {"candidate_file",
+                            {{"path", "c.json"},
+                             {"sha256", std::string(64, 'c')},
+                             {"checkpoint_sha256", std::string(64, 'd')},
+                             {"pairs", 300}}},
+                           {"files",
+                            {{{"path", "ada.json"},
+                              {"sha256", std::string(64, 'e')},
+                              {"kind", "human"},
+                              {"participant", "Ada <A.>"},
+                              {"votes", 60},
+                              {"binary", 50},
+                              {"ties", 6},
+                              {"rejects", 4}}}},
+                           {"counts", {{"train", 31}, {"validation", 7}, {"test", 12}}},
+                           {"ties", 6},
+                           {"rejects", 4}};
     json judge = read_json_file(r.root / "reward" / "continuous.json");
     judge["identity"] = {{"data", {{"feedback", feedback}, {"labels_sha256", std::string(64, 'f')}}}};
     write_json_atomic(r.root / "reward" / "continuous.json", judge, Overwrite::replace);
-    put(r.root / "reward" / "vote-test.json", {{"examples", 12}, {"correct", 9}, {"ties", 1}, {"pair_loss", 0.5}, {"accuracy", 0.75}});
+    put(r.root / "reward" / "vote-test.json",
+        {{"examples", 12}, {"correct", 9}, {"ties", 1}, {"pair_loss", 0.5}, {"accuracy", 0.75}});
     json ppo = read_json_file(r.root / "ppo" / "continuous.json");
-    ppo["identity"] = {{"data", {{"feedback", feedback}, {"labels_sha256", std::string(64, 'f')}, {"rollout_prompts", {{"count", 29}}}}}};
+    ppo["identity"] = {
+        {"data",
+         {{"feedback", feedback}, {"labels_sha256", std::string(64, 'f')}, {"rollout_prompts", {{"count", 29}}}}}};
     write_json_atomic(r.root / "ppo" / "continuous.json", ppo, Overwrite::replace);
 
     const std::string html = render_report(r.root);
     Parsed p;
     ASSERT_NO_THROW(p = parse_html(html));
-    for (const char* id : {"judge-source", "vote-files", "vote-test", "ppo-prompts"}) EXPECT_TRUE(p.ids.count(id)) << id;
+    for (const char* id : {"judge-source", "vote-files", "vote-test", "ppo-prompts"})
+        EXPECT_TRUE(p.ids.count(id)) << id;
     EXPECT_EQ(html.find("no human study"), std::string::npos) << "the judge learned from people";
     EXPECT_NE(html.find("The judge learned from votes people gave"), std::string::npos);
-    EXPECT_NE(html.find("The learned score predicts the voters&#39; preferences; it is not human utility."), std::string::npos);
-    EXPECT_NE(html.find("Judge trained on human votes: 31 train, 7 validation and 12 held-out test binary labels; 6 ties "
-                        "and 4 rejects counted, not trained on."),
+    EXPECT_NE(html.find("The learned score predicts the voters&#39; preferences; it is not human utility."),
               std::string::npos);
+    EXPECT_NE(
+        html.find("Judge trained on human votes: 31 train, 7 validation and 12 held-out test binary labels; 6 ties "
+                  "and 4 rejects counted, not trained on."),
+        std::string::npos);
     EXPECT_NE(html.find(std::string(64, 'e')), std::string::npos) << "the vote file's sha256";
     EXPECT_NE(html.find("<td>Ada &lt;A.&gt;</td>"), std::string::npos);
     EXPECT_NE(html.find("9 of 12 preferred answers scored higher, 1 score ties, pair loss 0.5, accuracy 0.75"),
@@ -460,7 +492,8 @@ TEST(Report, JudgeFromVotesNamesItsVotes) {
         render_report(r.root);
         ADD_FAILURE() << "a malformed provenance was accepted";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("field 'identity.data.feedback' must be an object"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("field 'identity.data.feedback' must be an object"), std::string::npos)
+            << e.what();
     }
     fs::remove_all(r.root.parent_path());
 }

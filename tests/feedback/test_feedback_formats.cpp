@@ -21,10 +21,10 @@
 #include "feedback/label_ai.h"
 #include "feedback/serve.h"
 #include "feedback/votes.h"
+#include "support/test_support.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/sha256.h"
-#include "support/test_support.h"
 
 using ppolab::test::error_of;
 using namespace ppolab;
@@ -56,8 +56,8 @@ json human_votes(const json& cands, const std::string& choice = "a") {
             {"votes", votes}};
 }
 
-
-#define EXPECT_ERROR(stmt, text) EXPECT_NE(error_of([&] { stmt; }).find(text), std::string::npos) << error_of([&] { stmt; })
+#define EXPECT_ERROR(stmt, text) \
+    EXPECT_NE(error_of([&] { stmt; }).find(text), std::string::npos) << error_of([&] { stmt; })
 
 }  // namespace
 
@@ -90,7 +90,10 @@ TEST(Candidates, EveryFieldIsChecked) {
                  "pairs[0]: field 'split' must be train, validation or test");
     EXPECT_ERROR(parse_candidates(with([](json& j) { j["pairs"][0].erase("prompt_id"); }), "c.json"),
                  "missing field 'prompt_id'");
-    EXPECT_ERROR(parse_candidates(with([](json& j) { j["pairs"][1]["a"]["token_ids"] = {1, -2}; }), "c.json"),
+    EXPECT_ERROR(parse_candidates(with([](json& j) {
+                                      j["pairs"][1]["a"]["token_ids"] = {1, -2};
+                                  }),
+                                  "c.json"),
                  "pairs[1].a: field 'token_ids[1]' must be an integer");
     EXPECT_ERROR(parse_candidates(with([](json& j) { j["pairs"][1]["b"]["token_ids"] = {1.5}; }), "c.json"),
                  "'token_ids[0]' must be an integer");
@@ -184,7 +187,8 @@ TEST(Votes, CollectCountsTiesAndRejects) {
     rules.min_train = 9;
     json w = human_votes(cj);
     w["participant"] = "grace";
-    EXPECT_EQ(collect_votes(c, {"c.json", cbytes}, {{"v.json", v.dump()}, {"w.json", w.dump()}}, rules).train.size(), 22u);
+    EXPECT_EQ(collect_votes(c, {"c.json", cbytes}, {{"v.json", v.dump()}, {"w.json", w.dump()}}, rules).train.size(),
+              22u);
     w["participant"] = "ada";
     EXPECT_ERROR(collect_votes(c, {"c.json", cbytes}, {{"v.json", v.dump()}, {"w.json", w.dump()}}, rules),
                  "w.json: votes[0]: duplicate participant vote: 'ada' already voted on pair 'p0'");
@@ -194,7 +198,7 @@ TEST(Votes, CollectCountsTiesAndRejects) {
 
 TEST(LabelAi, RubricChoice) {
     const int action = 2;
-    const std::string good = response_text(action, 1, false);      // relevant, hedged
+    const std::string good = response_text(action, 1, false);             // relevant, hedged
     const std::string wrong = response_text((action + 1) % 6, 0, false);  // another action
     const CandidateResponse ok{good, {1}, "eos"}, bad{wrong, {1}, "eos"}, cut{good, {1}, "length"};
     ASSERT_TRUE(evaluate_response(good, FinishReason::eos, action).rubric_success);
@@ -237,7 +241,8 @@ TEST_F(Session, ConsentVoteContinue) {
         EXPECT_TRUE(s.state()["pair"].is_null());
         EXPECT_ERROR(s.vote({{"pair_id", "p0"}, {"choice", "a"}}), "give consent first");
         EXPECT_ERROR(s.consent({{"participant", "ada"}, {"consent", true}}), "attestation box");
-        EXPECT_ERROR(s.consent({{"participant", "  "}, {"consent", true}, {"human_attestation", true}}), "name is required");
+        EXPECT_ERROR(s.consent({{"participant", "  "}, {"consent", true}, {"human_attestation", true}}),
+                     "name is required");
         EXPECT_FALSE(fs::exists(out));
         json st = s.consent({{"participant", " ada "}, {"consent", true}, {"human_attestation", true}});
         EXPECT_EQ(st["participant"], "ada");
@@ -269,7 +274,8 @@ TEST_F(Session, ConsentVoteContinue) {
 TEST_F(Session, RefusesAnotherCandidateFile) {
     { make().consent({{"participant", "ada"}, {"consent", true}, {"human_attestation", true}}); }
     const std::string other = candidates_json(4).dump();
-    EXPECT_ERROR(VoteSession(parse_candidates(other, "o.json"), sha256_hex(other), out), "made for another candidate file");
+    EXPECT_ERROR(VoteSession(parse_candidates(other, "o.json"), sha256_hex(other), out),
+                 "made for another candidate file");
     write_file_atomic(out, "not json", Overwrite::replace);
     EXPECT_ERROR(make(), "not valid JSON");
 }
@@ -281,7 +287,8 @@ TEST(Http, ParseRequests) {
     EXPECT_EQ(r->method, "GET");
     EXPECT_EQ(r->target, "/api/state?x=1");
     EXPECT_EQ(r->host, "127.0.0.1:80");
-    const std::string post = "POST /api/vote HTTP/1.1\r\nhost: a\r\nCONTENT-TYPE: Application/JSON\r\nContent-Length: 4\r\n\r\n";
+    const std::string post =
+        "POST /api/vote HTTP/1.1\r\nhost: a\r\nCONTENT-TYPE: Application/JSON\r\nContent-Length: 4\r\n\r\n";
     EXPECT_FALSE(parse_http_request(post + "ab").has_value());
     r = parse_http_request(post + "abcd");
     ASSERT_TRUE(r.has_value());
@@ -337,12 +344,14 @@ TEST_F(Session, HttpRoutesAndGuards) {
     EXPECT_EQ(handle_vote_request(s, req("DELETE", "/api/vote", host), 8000).status, 405);
     const std::string consent = R"({"participant":"ada","consent":true,"human_attestation":true})";
     EXPECT_EQ(handle_vote_request(s, req("POST", "/api/consent", host, consent, "text/plain"), 8000).status, 415);
-    EXPECT_EQ(handle_vote_request(s, req("POST", "/api/consent", host, consent, "application/json", "http://evil.example"), 8000)
+    EXPECT_EQ(handle_vote_request(
+                  s, req("POST", "/api/consent", host, consent, "application/json", "http://evil.example"), 8000)
                   .status,
               403);
     EXPECT_EQ(handle_vote_request(s, req("POST", "/api/consent", host, "{oops"), 8000).status, 400);
     EXPECT_FALSE(fs::exists(out));
-    HttpResponse ok = handle_vote_request(s, req("POST", "/api/consent", host, consent, "application/json", "http://127.0.0.1:8000"), 8000);
+    HttpResponse ok = handle_vote_request(
+        s, req("POST", "/api/consent", host, consent, "application/json", "http://127.0.0.1:8000"), 8000);
     EXPECT_EQ(ok.status, 200) << ok.body;
     HttpResponse v = handle_vote_request(s, req("POST", "/api/vote", host, R"({"pair_id":"p1","choice":"a"})"), 8000);
     EXPECT_EQ(v.status, 409);
@@ -363,20 +372,24 @@ TEST(Names, PrintableTextRule) {
     EXPECT_EQ(printable_text_problem(std::string("ab\0c", 4)), "holds the control character U+0000 at byte 2");
     EXPECT_EQ(printable_text_problem("\tx"), "holds the control character U+0009 at byte 0");
     EXPECT_EQ(printable_text_problem("a\x7f"), "holds the control character U+007F at byte 1");
-    EXPECT_EQ(printable_text_problem("a\xC2\x85"), "holds the control character U+0085 at byte 1");   // C1 NEL
-    EXPECT_EQ(printable_text_problem("\xE2\x80\xAE" "abc"), "holds the bidirectional control U+202E at byte 0");
+    EXPECT_EQ(printable_text_problem("a\xC2\x85"), "holds the control character U+0085 at byte 1");  // C1 NEL
+    EXPECT_EQ(printable_text_problem("\xE2\x80\xAE"
+                                     "abc"),
+              "holds the bidirectional control U+202E at byte 0");
     EXPECT_EQ(printable_text_problem("a\xE2\x80\xA8"), "holds the line separator U+2028 at byte 1");
     EXPECT_EQ(printable_text_problem("a\xFF"), "is not valid UTF-8 (at byte 1)");
-    EXPECT_EQ(printable_text_problem("\xC0\xAF"), "is not valid UTF-8 (at byte 0)");            // overlong '/'
-    EXPECT_EQ(printable_text_problem("x\xE0\x80\xAF"), "is not valid UTF-8 (at byte 1)");       // overlong, 3 bytes
-    EXPECT_EQ(printable_text_problem("\xED\xA0\x80"), "is not valid UTF-8 (at byte 0)");        // a surrogate
-    EXPECT_EQ(printable_text_problem("\xF4\x90\x80\x80"), "is not valid UTF-8 (at byte 0)");    // over U+10FFFF
-    EXPECT_EQ(printable_text_problem("ab\xE2\x82"), "is not valid UTF-8 (at byte 2)");          // cut short
-    EXPECT_EQ(printable_text_problem("\x80"), "is not valid UTF-8 (at byte 0)");                // a lone continuation
+    EXPECT_EQ(printable_text_problem("\xC0\xAF"), "is not valid UTF-8 (at byte 0)");          // overlong '/'
+    EXPECT_EQ(printable_text_problem("x\xE0\x80\xAF"), "is not valid UTF-8 (at byte 1)");     // overlong, 3 bytes
+    EXPECT_EQ(printable_text_problem("\xED\xA0\x80"), "is not valid UTF-8 (at byte 0)");      // a surrogate
+    EXPECT_EQ(printable_text_problem("\xF4\x90\x80\x80"), "is not valid UTF-8 (at byte 0)");  // over U+10FFFF
+    EXPECT_EQ(printable_text_problem("ab\xE2\x82"), "is not valid UTF-8 (at byte 2)");        // cut short
+    EXPECT_EQ(printable_text_problem("\x80"), "is not valid UTF-8 (at byte 0)");              // a lone continuation
     // the message never carries the bytes themselves (a NUL would cut it)
-    const std::string m = error_of([] { feedback_detail::check_printable_text(std::string("a\0b", 3), "participant", "v.json", 200); });
-    EXPECT_EQ(m, "v.json: field 'participant' must be printable UTF-8 text of at most 200 bytes (no control characters); "
-                 "it holds the control character U+0000 at byte 1");
+    const std::string m =
+        error_of([] { feedback_detail::check_printable_text(std::string("a\0b", 3), "participant", "v.json", 200); });
+    EXPECT_EQ(m,
+              "v.json: field 'participant' must be printable UTF-8 text of at most 200 bytes (no control characters); "
+              "it holds the control character U+0000 at byte 1");
     EXPECT_ERROR(feedback_detail::check_printable_text(std::string(201, 'x'), "labeler", "ai.json", 200),
                  "ai.json: field 'labeler' must be printable UTF-8 text of at most 200 bytes (no control characters); "
                  "it is 201 bytes long");
@@ -385,10 +398,15 @@ TEST(Names, PrintableTextRule) {
 
 TEST(Names, VoteFilesRefuseUnprintableNames) {
     const json c = candidates_json(3);
-    const std::vector<std::pair<std::string, std::string>> bad = {
-        {std::string("a\nb\0c", 5), "U+000A at byte 1"}, {std::string("ab\0c", 4), "U+0000 at byte 2"},
-        {"a\x7f" "b", "U+007F at byte 1"},             {"a\xC2\x9B" "b", "U+009B at byte 1"},
-        {std::string(201, 'n'), "is 201 bytes long"}};
+    const std::vector<std::pair<std::string, std::string>> bad = {{std::string("a\nb\0c", 5), "U+000A at byte 1"},
+                                                                  {std::string("ab\0c", 4), "U+0000 at byte 2"},
+                                                                  {"a\x7f"
+                                                                   "b",
+                                                                   "U+007F at byte 1"},
+                                                                  {"a\xC2\x9B"
+                                                                   "b",
+                                                                   "U+009B at byte 1"},
+                                                                  {std::string(201, 'n'), "is 201 bytes long"}};
     for (const auto& [name, what] : bad) {
         json h = human_votes(c);
         h["participant"] = name;
@@ -399,7 +417,9 @@ TEST(Names, VoteFilesRefuseUnprintableNames) {
     }
     // invalid UTF-8 cannot even be read as JSON: the parser names the file and the byte
     std::string bytes = human_votes(c).dump();
-    bytes.replace(bytes.find("\"ada\""), 5, "\"a\xFF" "da\"");
+    bytes.replace(bytes.find("\"ada\""), 5,
+                  "\"a\xFF"
+                  "da\"");
     EXPECT_ERROR(parse_votes(bytes, "v.json"), "v.json: not valid JSON");
     EXPECT_ERROR(parse_votes(bytes, "v.json"), "UTF-8");
     // an AI file's labeler, a vote's pair id and created_by follow the same rule
@@ -433,7 +453,8 @@ TEST(Names, CandidateIdsArePrintableButTextsMayHoldNewlines) {
     EXPECT_ERROR(parse_candidates(j.dump(), "c.json"), "c.json: pairs[1]: field 'id' must be printable UTF-8 text");
     j = candidates_json(2);
     j["pairs"][0]["prompt_id"] = std::string("OH\0", 3);
-    EXPECT_ERROR(parse_candidates(j.dump(), "c.json"), "c.json: pairs[0]: field 'prompt_id' must be printable UTF-8 text");
+    EXPECT_ERROR(parse_candidates(j.dump(), "c.json"),
+                 "c.json: pairs[0]: field 'prompt_id' must be printable UTF-8 text");
     j = candidates_json(2);
     j["pairs"][0]["prompt"] = "line one\nline two\ttabbed";
     j["pairs"][0]["a"]["text"] = "answer\nover lines";
@@ -450,7 +471,9 @@ TEST_F(Session, ConsentRefusesUnprintableNames) {
              {std::string("ab\0c", 4), "U+0000 at byte 2"},
              {"a\x7f", "U+007F"},
              {"a\xC2\x80", "U+0080"},
-             {"a\xFF" "b", "is not valid UTF-8 (at byte 1)"},  // only C++ callers can pass these: JSON cannot hold them
+             {"a\xFF"
+              "b",
+              "is not valid UTF-8 (at byte 1)"},  // only C++ callers can pass these: JSON cannot hold them
              {"\tada", "U+0009 at byte 0"},
              {std::string(201, 'x'), "is 201 bytes long"}}) {
         const std::string m = consent(name);
@@ -461,7 +484,8 @@ TEST_F(Session, ConsentRefusesUnprintableNames) {
                  "field 'participant' must be a string");
     EXPECT_ERROR(s.consent({{"consent", true}, {"human_attestation", true}}), "a participant name is required");
     EXPECT_FALSE(fs::exists(out));
-    json st = s.consent({{"participant", "  " + std::string(200, 'y') + " "}, {"consent", true}, {"human_attestation", true}});
+    json st = s.consent(
+        {{"participant", "  " + std::string(200, 'y') + " "}, {"consent", true}, {"human_attestation", true}});
     EXPECT_EQ(st["participant"], std::string(200, 'y'));
 }
 
@@ -489,7 +513,8 @@ TEST(Http, SingleHeadersAppearOnce) {
     EXPECT_ERROR(parse_http_request("GET /\xFF HTTP/1.1\r\n\r\n"), "request target");
     EXPECT_ERROR(parse_http_request("GET x HTTP/1.1\r\n\r\n"), "request target");
     EXPECT_ERROR(parse_http_request("G(T / HTTP/1.1\r\n\r\n"), "method is not a token");
-    auto r = parse_http_request(get + "Sec-Fetch-Site: Cross-Site\r\nContent-Type: Application/JSON; Charset=UTF-8\r\n\r\n");
+    auto r =
+        parse_http_request(get + "Sec-Fetch-Site: Cross-Site\r\nContent-Type: Application/JSON; Charset=UTF-8\r\n\r\n");
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->sec_fetch_site, "cross-site");
     EXPECT_EQ(r->content_type, "application/json; charset=utf-8");

@@ -15,10 +15,10 @@
 #include <string>
 
 #include "feedback/candidates.h"
+#include "support/test_support.h"
 #include "util/fileio.h"
 #include "util/json.h"
 #include "util/sha256.h"
-#include "support/test_support.h"
 
 using ppolab::test::Output;
 using ppolab::test::run_shell;
@@ -51,9 +51,9 @@ protected:
         run = root / "run";
         candidates = root / "candidates.json";
         const std::string r = " --run " + quoted(run) + kMicro;
-        for (const std::string& step : {"prepare" + r, "pretrain" + r + " --set max_updates=2",
-                                        "sft" + r + " --set max_updates=1",
-                                        "feedback export" + r + " --out " + quoted(candidates)}) {
+        for (const std::string& step :
+             {"prepare" + r, "pretrain" + r + " --set max_updates=2", "sft" + r + " --set max_updates=1",
+              "feedback export" + r + " --out " + quoted(candidates)}) {
             Output o = run_shell(binary() + " " + step);
             ASSERT_EQ(o.rc, 0) << step << "\n" << o.out;
         }
@@ -68,14 +68,16 @@ protected:
                  {"candidate_file_sha256", sha256_hex(candidate_bytes)},
                  {"votes", json::array()}};
         for (const json& p : c["pairs"])
-            valid["votes"].push_back({{"pair_id", p["id"]}, {"choice", "a"}, {"timestamp", "2025-03-01T10:00:00.000Z"}});
+            valid["votes"].push_back(
+                {{"pair_id", p["id"]}, {"choice", "a"}, {"timestamp", "2025-03-01T10:00:00.000Z"}});
     }
     static void TearDownTestSuite() { fs::remove_all(root); }
 
     // Writes `files` (name -> text), runs reward --votes on them, expects a
     // failure naming `message` and no output.
-    static void expect_refused(const std::vector<std::pair<std::string, std::string>>& files, const std::string& message,
-                               const std::string& extra = "", const fs::path& cands = candidates) {
+    static void expect_refused(const std::vector<std::pair<std::string, std::string>>& files,
+                               const std::string& message, const std::string& extra = "",
+                               const fs::path& cands = candidates) {
         std::string votes;
         for (const auto& [name, text] : files) {
             write_file_atomic(root / name, text, Overwrite::replace);
@@ -106,7 +108,8 @@ protected:
 TEST_F(VoteRules, NotJson) { expect_refused({{"v.json", "{\"format\": 1,"}}, "v.json: not valid JSON"); }
 
 TEST_F(VoteRules, Format) {
-    expect_refused({{"v.json", edited([](json& v) { v["format"] = 2; })}}, "field 'format' must be 1 (vote file format 1)");
+    expect_refused({{"v.json", edited([](json& v) { v["format"] = 2; })}},
+                   "field 'format' must be 1 (vote file format 1)");
     expect_refused({{"v.json", edited([](json& v) { v.erase("format"); })}}, "missing field 'format'");
 }
 
@@ -151,7 +154,8 @@ TEST_F(VoteRules, AiCandidateFileSha256) {
 }
 
 TEST_F(VoteRules, OneKindPerRun) {
-    expect_refused({{"ai.json", as_ai(valid).dump()}}, "feedback_kind is \"ai\" but this run learns from human feedback");
+    expect_refused({{"ai.json", as_ai(valid).dump()}},
+                   "feedback_kind is \"ai\" but this run learns from human feedback");
     expect_refused({{"v.json", valid.dump()}}, "feedback_kind is \"human\" but this run learns from ai feedback",
                    " --feedback-kind ai");
 }
@@ -231,7 +235,8 @@ TEST_F(VoteRules, MinimumBinaryLabels) {
 
 TEST_F(VoteRules, NeedsTheCandidateFile) {
     write_file_atomic(root / "v.json", valid.dump(), Overwrite::replace);
-    const Output o = run_shell(binary() + " reward --run " + quoted(run) + kMicro + " --votes " + quoted(root / "v.json"));
+    const Output o =
+        run_shell(binary() + " reward --run " + quoted(run) + kMicro + " --votes " + quoted(root / "v.json"));
     EXPECT_NE(o.rc, 0);
     EXPECT_NE(o.out.find("reward --votes needs --candidates FILE"), std::string::npos) << o.out;
     EXPECT_FALSE(fs::exists(run / "reward"));
@@ -245,8 +250,8 @@ TEST_F(VoteRules, WellFormedVotesTrainTheJudgeOnce) {
     fs::copy(run, copy, fs::copy_options::recursive);
     const fs::path votes = root / "valid.json";
     write_file_atomic(votes, valid.dump(1), Overwrite::replace);
-    const std::string cmd = binary() + " reward --run " + quoted(copy) + kMicro + " --candidates " + quoted(candidates) +
-                            " --votes " + quoted(votes);
+    const std::string cmd = binary() + " reward --run " + quoted(copy) + kMicro + " --candidates " +
+                            quoted(candidates) + " --votes " + quoted(votes);
     Output o = run_shell(cmd);
     ASSERT_EQ(o.rc, 0) << o.out;
     const json report = read_json_file(copy / "reward" / "continuous.json");
@@ -281,7 +286,12 @@ TEST_F(VoteRules, NamesArePrintableText) {
     expect_refused({{"v.json", edited([](json& v) { v["participant"] = std::string("ab\0c", 4); })}},
                    "v.json: field 'participant' must be printable UTF-8 text of at most 200 bytes (no control "
                    "characters); it holds the control character U+0000 at byte 2");
-    expect_refused({{"v.json", edited([](json& v) { v["participant"] = "a\x7f" "b"; })}}, "U+007F at byte 1");
+    expect_refused({{"v.json", edited([](json& v) {
+                         v["participant"] =
+                             "a\x7f"
+                             "b";
+                     })}},
+                   "U+007F at byte 1");
     expect_refused({{"v.json", edited([](json& v) { v["participant"] = std::string(201, 'p'); })}},
                    "field 'participant' must be printable UTF-8 text of at most 200 bytes (no control characters); it "
                    "is 201 bytes long");
@@ -291,5 +301,6 @@ TEST_F(VoteRules, NamesArePrintableText) {
     expect_refused({{"v.json", bytes}}, "v.json: not valid JSON");
     json ai = as_ai(valid);
     ai["labeler"] = "labeller\n(forged line)";
-    expect_refused({{"ai.json", ai.dump()}}, "ai.json: field 'labeler' must be printable UTF-8 text", " --feedback-kind ai");
+    expect_refused({{"ai.json", ai.dump()}}, "ai.json: field 'labeler' must be printable UTF-8 text",
+                   " --feedback-kind ai");
 }

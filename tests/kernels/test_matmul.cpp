@@ -65,10 +65,8 @@ TestWeight integer_weight(WeightType type, int64_t N, int64_t K, int lim, Philox
     TestWeight w{type, N, K, {}, {}};
     for (int64_t i = 0; i < N * K; ++i) {
         float v = static_cast<float>(static_cast<int64_t>(rng.below(2 * lim + 1)) - lim);
-        if (type == WeightType::bf16)
-            w.b.push_back(float_to_bf16(v));
-        else
-            w.f.push_back(v);
+        if (type == WeightType::bf16) w.b.push_back(float_to_bf16(v));
+        else w.f.push_back(v);
     }
     return w;
 }
@@ -77,10 +75,8 @@ TestWeight gaussian_weight(WeightType type, int64_t N, int64_t K, Philox& rng) {
     TestWeight w{type, N, K, {}, {}};
     for (int64_t i = 0; i < N * K; ++i) {
         float v = static_cast<float>(rng.normal());
-        if (type == WeightType::bf16)
-            w.b.push_back(float_to_bf16(v));
-        else
-            w.f.push_back(v);
+        if (type == WeightType::bf16) w.b.push_back(float_to_bf16(v));
+        else w.f.push_back(v);
     }
     return w;
 }
@@ -93,7 +89,7 @@ std::vector<float> exact_inputs(WeightType type, int64_t n, Philox& rng) {
     for (auto& x : v) {
         if (type == WeightType::bf16) {
             float base = 1.f + static_cast<float>(rng.below(384)) / 128.f;  // [1, 4): multiples of 2^-7
-            base = round_to_bf16(base);                                      // a BF16 value
+            base = round_to_bf16(base);                                     // a BF16 value
             float ulp = base >= 2.f ? 1.f / 64.f : 1.f / 128.f;
             float frac = static_cast<float>(rng.below(4)) / 4.f;
             x = (base + frac * ulp) * (rng.below(2) ? -1.f : 1.f);
@@ -114,8 +110,8 @@ std::vector<float> gaussian(int64_t n, Philox& rng) {
 ::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want, int64_t cols) {
     for (size_t i = 0; i < want.size(); ++i)
         if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0)
-            return ::testing::AssertionFailure() << "element [" << i / cols << ", " << i % cols << "]: got "
-                                                 << got[i] << ", expected " << want[i];
+            return ::testing::AssertionFailure()
+                   << "element [" << i / cols << ", " << i % cols << "]: got " << got[i] << ", expected " << want[i];
     return ::testing::AssertionSuccess();
 }
 
@@ -126,8 +122,7 @@ struct Shape {
 std::vector<Shape> shapes() {
     std::vector<Shape> s;
     for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 9, 128})
-        for (auto [N, K] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {65, 129}, {97, 300}})
-            s.push_back({M, N, K});
+        for (auto [N, K] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {65, 129}, {97, 300}}) s.push_back({M, N, K});
     s.push_back({128, 33, 7});
     s.push_back({4, 128, 96});
     s.push_back({512, 129, 65});
@@ -149,7 +144,7 @@ TEST(Matmul, ReportsCpuAndPaths) {
                 matmul_path_name(1, 896, 896), matmul_path_name(128, 896, 896));
     EXPECT_STREQ(matmul_path_name(128, 896, 896), "dnnl");
     EXPECT_STREQ(matmul_path_name(kSmallM, 896, 896), matmul_has_avx512bf16() ? "small_m_avx512" : "portable");
-    EXPECT_STREQ(matmul_path_name(2, 8, 8), "portable");  // tiny: no thread, no library call
+    EXPECT_STREQ(matmul_path_name(2, 8, 8), "portable");   // tiny: no thread, no library call
     EXPECT_STREQ(matmul_path_name(4, 896, 4864), "dnnl");  // 4 input rows of 9.7 KB: beyond L1
 }
 
@@ -157,15 +152,16 @@ TEST(Matmul, ConvertToBf16MatchesScalarRounding) {
     Philox rng(11, 0);
     std::vector<float> in;
     // Ties (exactly half an ulp: even and odd mantissa), near-ties, extremes.
-    for (float v : {1.f + 0x1p-8f, 1.f + 3 * 0x1p-8f, 1.f + 0x1p-8f + 0x1p-20f, -1.f - 0x1p-8f, 0.f, -0.f,
-                    3.4e38f, -3.4e38f, std::numeric_limits<float>::infinity(),
-                    -std::numeric_limits<float>::infinity(), 1e-30f, 65504.f})
+    for (float v :
+         {1.f + 0x1p-8f, 1.f + 3 * 0x1p-8f, 1.f + 0x1p-8f + 0x1p-20f, -1.f - 0x1p-8f, 0.f, -0.f, 3.4e38f, -3.4e38f,
+          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), 1e-30f, 65504.f})
         in.push_back(v);
     while (in.size() < 1000) in.push_back(static_cast<float>(rng.normal() * std::pow(10.0, rng.uniform() * 8 - 4)));
     for (int64_t n : {0, 1, 15, 16, 17, 31, 32, 33, 63, 100, 1000}) {
         std::vector<bf16> got(n + 1, 0xabcd);
         convert_to_bf16(got.data(), in.data(), n);
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], float_to_bf16(in[i])) << "n=" << n << " i=" << i << " x=" << in[i];
+        for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(got[i], float_to_bf16(in[i])) << "n=" << n << " i=" << i << " x=" << in[i];
         EXPECT_EQ(got[n], 0xabcd) << "wrote past the end, n=" << n;
     }
     // Large (parallel, chunked) conversion.
@@ -185,7 +181,7 @@ TEST(Matmul, ForwardExactOnEveryPath) {
     for (WeightType type : {WeightType::bf16, WeightType::f32})
         for (const Shape& s : shapes()) {
             TestWeight W = integer_weight(type, s.N, s.K, type == WeightType::bf16 ? 2 : 1, rng);
-            std::vector<float> X = exact_inputs(type, s.M * s.K, rng);       // (M, K)
+            std::vector<float> X = exact_inputs(type, s.M * s.K, rng);              // (M, K)
             std::vector<float> Y0 = exact_inputs(WeightType::f32, s.M * s.N, rng);  // (M, N) prior contents
             for (bool acc : {false, true}) {
                 std::vector<float> want = Y0;
@@ -205,7 +201,7 @@ TEST(Matmul, BackwardInputExactOnEveryPath) {
     for (WeightType type : {WeightType::bf16, WeightType::f32})
         for (const Shape& s : shapes()) {
             TestWeight W = integer_weight(type, s.N, s.K, type == WeightType::bf16 ? 2 : 1, rng);
-            std::vector<float> dY = exact_inputs(type, s.M * s.N, rng);             // (M, N)
+            std::vector<float> dY = exact_inputs(type, s.M * s.N, rng);              // (M, N)
             std::vector<float> dX0 = exact_inputs(WeightType::f32, s.M * s.K, rng);  // (M, K)
             for (bool acc : {false, true}) {
                 std::vector<float> want = dX0;
@@ -223,9 +219,9 @@ TEST(Matmul, BackwardInputExactOnEveryPath) {
 TEST(Matmul, BackwardWeightExactOnEveryPath) {
     Philox rng(3, 0);
     for (const Shape& s : shapes()) {
-        TestWeight G = integer_weight(WeightType::f32, s.M, s.N, 1, rng);           // dY (M, N) small integers
-        std::vector<float> X = exact_inputs(WeightType::f32, s.M * s.K, rng);     // (M, K)
-        std::vector<float> dW0 = exact_inputs(WeightType::f32, s.N * s.K, rng);   // (N, K)
+        TestWeight G = integer_weight(WeightType::f32, s.M, s.N, 1, rng);        // dY (M, N) small integers
+        std::vector<float> X = exact_inputs(WeightType::f32, s.M * s.K, rng);    // (M, K)
+        std::vector<float> dW0 = exact_inputs(WeightType::f32, s.N * s.K, rng);  // (N, K)
         std::vector<float> want = dW0;
         linear_backward_weight_reference(want.data(), G.f.data(), X.data(), s.M, s.N, s.K);
         for (MatmulPath p : kPaths) {

@@ -15,10 +15,10 @@
 #include "model/hf_folder.h"
 #include "model/init.h"
 #include "model/safetensors.h"
+#include "support/test_support.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/json.h"
-#include "support/test_support.h"
 
 using ppolab::test::error_of;
 using ppolab::test::qwen_model_dir;
@@ -82,10 +82,8 @@ void expect_same_matrix(const Matrix& a, const Matrix& b, const std::string& wha
 void expect_same_weights(const Qwen2Weights& a, const Qwen2Weights& b) {
     EXPECT_EQ(a.config, b.config);
     for (const TensorSpec& s : qwen2_tensor_table(a.config)) {
-        if (s.is_matrix())
-            expect_same_matrix(*s.matrix(a), *s.matrix(b), s.hf_name);
-        else
-            EXPECT_TRUE(*s.vector(a) == *s.vector(b)) << s.hf_name;
+        if (s.is_matrix()) expect_same_matrix(*s.matrix(a), *s.matrix(b), s.hf_name);
+        else EXPECT_TRUE(*s.vector(a) == *s.vector(b)) << s.hf_name;
     }
     EXPECT_TRUE(b.lm_head.b.empty() == a.lm_head.b.empty());
 }
@@ -103,9 +101,9 @@ HandWritten hand_tensors(const Qwen2Weights& w, const std::string& dtype) {
     for (const TensorSpec& s : qwen2_tensor_table(w.config)) {
         std::vector<float> v;
         if (s.is_matrix())
-            for (int64_t i = 0; i < s.matrix(w)->numel(); ++i) v.push_back(s.matrix(w)->at(i / s.shape[1], i % s.shape[1]));
-        else
-            v = *s.vector(w);
+            for (int64_t i = 0; i < s.matrix(w)->numel(); ++i)
+                v.push_back(s.matrix(w)->at(i / s.shape[1], i % s.shape[1]));
+        else v = *s.vector(w);
         std::string b;
         for (float x : v) {
             if (dtype == "F32") {
@@ -130,7 +128,6 @@ fs::path write_folder(const fs::path& dir, const Qwen2Config& c, const std::vect
     write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
     return dir;
 }
-
 
 // Every file under `dir` with its bytes: a snapshot to compare before/after.
 std::map<std::string, std::string> snapshot(const fs::path& dir) {
@@ -214,16 +211,31 @@ TEST(Config, ValidationNamesFileAndField) {
         EXPECT_NE(msg.find(want), std::string::npos) << "want '" << want << "' in: " << msg;
     };
     err([](json& j) { j["model_type"] = "llama"; }, "'model_type' must be \"qwen2\", got \"llama\"");
-    err([](json& j) { j.erase("model_type"); j["architectures"] = {"LlamaForCausalLM"}; }, "'architectures' must include");
-    err([](json& j) { j.erase("model_type"); j.erase("architectures"); }, "neither 'model_type'");
+    err(
+        [](json& j) {
+            j.erase("model_type");
+            j["architectures"] = {"LlamaForCausalLM"};
+        },
+        "'architectures' must include");
+    err(
+        [](json& j) {
+            j.erase("model_type");
+            j.erase("architectures");
+        },
+        "neither 'model_type'");
     err([](json& j) { j["hidden_act"] = "gelu"; }, "'hidden_act' must be \"silu\", got \"gelu\"");
     err([](json& j) { j["use_sliding_window"] = true; }, "'use_sliding_window' is true");
     err([](json& j) { j["rope_scaling"] = {{"type", "yarn"}}; }, "'rope_scaling'");
     err([](json& j) { j["hidden_size"] = -32; }, "'hidden_size' must be in [1, ");
     err([](json& j) { j["hidden_size"] = "32"; }, "'hidden_size' must be an integer, got string");
     err([](json& j) { j.erase("vocab_size"); }, "missing field 'vocab_size'");
-    err([](json& j) { j["num_attention_heads"] = 3; }, "'num_key_value_heads' (2) must divide 'num_attention_heads' (3)");
-    err([](json& j) { j["num_attention_heads"] = 6; j["num_key_value_heads"] = 3; },
+    err([](json& j) { j["num_attention_heads"] = 3; },
+        "'num_key_value_heads' (2) must divide 'num_attention_heads' (3)");
+    err(
+        [](json& j) {
+            j["num_attention_heads"] = 6;
+            j["num_key_value_heads"] = 3;
+        },
         "'num_attention_heads' (6) must divide 'hidden_size' (32)");
     err([](json& j) { j["rms_norm_eps"] = 0; }, "'rms_norm_eps' must be in (0, 1), got 0");
     err([](json& j) { j["rope_theta"] = -1.0; }, "'rope_theta' must be a positive number");
@@ -234,11 +246,14 @@ TEST(Config, ValidationNamesFileAndField) {
     EXPECT_NE(error_of([] { Qwen2Config::from_json(json::array(), "c.json"); }).find("c.json: expected a JSON object"),
               std::string::npos);
     // Fuzz finding: a number too large for a double is an Error naming the file.
-    EXPECT_NE(error_of([] { parse_json(R"({"rms_norm_eps": 5e1111111111111111})", "c.json"); }).find("c.json: not valid JSON"),
+    EXPECT_NE(error_of([] {
+                  parse_json(R"({"rms_norm_eps": 5e1111111111111111})", "c.json");
+              }).find("c.json: not valid JSON"),
               std::string::npos);
     // Defaults as Hugging Face's Qwen2Config: KV heads = heads, untied; eos may be a list.
-    json minimal = {{"model_type", "qwen2"}, {"vocab_size", 10}, {"hidden_size", 8}, {"intermediate_size", 16},
-                    {"num_hidden_layers", 1}, {"num_attention_heads", 2}, {"eos_token_id", {7, 3}}};
+    json minimal = {{"model_type", "qwen2"},   {"vocab_size", 10},       {"hidden_size", 8},
+                    {"intermediate_size", 16}, {"num_hidden_layers", 1}, {"num_attention_heads", 2},
+                    {"eos_token_id", {7, 3}}};
     Qwen2Config m = Qwen2Config::from_json(minimal, "m");
     EXPECT_EQ(m.num_key_value_heads, 2);
     EXPECT_EQ(m.head_dim, 4);
@@ -290,10 +305,8 @@ TEST(TensorTable, NamesAndShapesOfTheSeedModel) {
     for (const TensorSpec& s : qwen2_tensor_table(w.config)) {
         const void* f = s.is_matrix() ? static_cast<const void*>(s.matrix(w)) : static_cast<const void*>(s.vector(w));
         EXPECT_TRUE(fields.insert(f).second) << s.hf_name;
-        if (s.is_matrix())
-            EXPECT_EQ(s.matrix(w)->numel(), s.numel()) << s.hf_name;
-        else
-            EXPECT_EQ(static_cast<int64_t>(s.vector(w)->size()), s.numel()) << s.hf_name;
+        if (s.is_matrix()) EXPECT_EQ(s.matrix(w)->numel(), s.numel()) << s.hf_name;
+        else EXPECT_EQ(static_cast<int64_t>(s.vector(w)->size()), s.numel()) << s.hf_name;
     }
 }
 
@@ -306,8 +319,8 @@ TEST(Checkpoint, SaveLoadRoundTripBf16) {
         Qwen2Weights w = small_weights(tied);
         fs::path dir = root / (tied ? "tied" : "untied");
         save_checkpoint(dir, w, tok, json{{"eos_token_id", 70}});
-        for (const char* f : {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-                              "tokenizer_config.json"})
+        for (const char* f :
+             {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
             EXPECT_TRUE(fs::is_regular_file(dir / f)) << f;
         EXPECT_EQ(read_json_file(dir / "generation_config.json")["eos_token_id"], 70);
         EXPECT_EQ(read_file(dir / "tokenizer.json"), read_file(tok / "tokenizer.json"));
@@ -379,14 +392,15 @@ TEST(Checkpoint, ShardedIndexLoadsLikeOneFile) {
     }
     write_safetensors(dir / "model-00001-of-00002.safetensors", a, {{"format", "pt"}});
     write_safetensors(dir / "model-00002-of-00002.safetensors", b, {{"format", "pt"}});
-    write_json_atomic(dir / "model.safetensors.index.json", json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}});
+    write_json_atomic(dir / "model.safetensors.index.json",
+                      json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}});
     expect_same_weights(w, load_checkpoint(dir));
     std::string sha = checkpoint_sha256(dir);
 
     // The index and the shards must agree.
     auto with_index = [&](const json& m) {
-        write_json_atomic(dir / "model.safetensors.index.json", json{{"metadata", {{"total_size", 0}}}, {"weight_map", m}},
-                          Overwrite::replace);
+        write_json_atomic(dir / "model.safetensors.index.json",
+                          json{{"metadata", {{"total_size", 0}}}, {"weight_map", m}}, Overwrite::replace);
         return error_of([&] { load_checkpoint(dir); });
     };
     json moved = map;
@@ -434,7 +448,8 @@ TEST(CheckpointErrors, MissingExtraAndWrongDtype) {
     Qwen2Weights w = small_weights();
     {
         HandWritten h = hand_tensors(w, "BF16");
-        std::erase_if(h.tensors, [](const TensorToWrite& t) { return t.name == "model.layers.0.self_attn.v_proj.bias"; });
+        std::erase_if(h.tensors,
+                      [](const TensorToWrite& t) { return t.name == "model.layers.0.self_attn.v_proj.bias"; });
         write_folder(root / "missing", w.config, h.tensors);
         std::string msg = error_of([&] { load_checkpoint(root / "missing"); });
         EXPECT_NE(msg.find("tensor 'model.layers.0.self_attn.v_proj.bias' is missing (expected shape [16])"),
@@ -444,7 +459,9 @@ TEST(CheckpointErrors, MissingExtraAndWrongDtype) {
     {
         HandWritten h = hand_tensors(w, "BF16");
         std::vector<float> extra(4, 0.f);
-        h.tensors.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", "F32", {4},
+        h.tensors.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq",
+                             "F32",
+                             {4},
                              {reinterpret_cast<const char*>(extra.data()), 16}});
         write_folder(root / "extra", w.config, h.tensors);
         std::string msg = error_of([&] { load_checkpoint(root / "extra"); });
@@ -544,9 +561,9 @@ TEST(CheckpointErrors, FailedSaveChangesNothing) {
     std::string msg = error_of([&] { save_checkpoint(root / "new", bad, tok, json::object()); });
     EXPECT_NE(msg.find("tensor 'model.layers.1.self_attn.v_proj.bias' has 15 values; expected [16]"), std::string::npos)
         << msg;
-    EXPECT_NE(error_of([&] { save_checkpoint(root / "new", w, root / "no-tokenizer", json::object()); })
-                  .find("no-tokenizer"),
-              std::string::npos);
+    EXPECT_NE(
+        error_of([&] { save_checkpoint(root / "new", w, root / "no-tokenizer", json::object()); }).find("no-tokenizer"),
+        std::string::npos);
     EXPECT_THROW(save_checkpoint(root / "new", w, tok, json::array()), Error);
     EXPECT_EQ(snapshot(root), before);
     // A failure in the middle of writing (the tokenizer folder becomes
@@ -600,10 +617,10 @@ TEST(InitRandomCli, TinyRoundTrip) {
     fs::path root = temp_dir("cli");
     fs::path tok = make_tokenizer(root / "tok");
     std::string out;
-    ASSERT_EQ(run_cli("init-random --preset tiny --out " + (root / "ck").string() + " --seed 11 --tokenizer " +
-                          tok.string(),
-                      out),
-              0)
+    ASSERT_EQ(
+        run_cli("init-random --preset tiny --out " + (root / "ck").string() + " --seed 11 --tokenizer " + tok.string(),
+                out),
+        0)
         << out;
     EXPECT_NE(out.find("model.safetensors"), std::string::npos) << out;
     Qwen2Weights back = load_checkpoint(root / "ck");
@@ -622,11 +639,13 @@ TEST(InitRandomCli, TinyRoundTrip) {
 
     // Refuses an existing folder, changing nothing.
     auto before = snapshot(root);
-    EXPECT_NE(run_cli("init-random --preset tiny --out " + (root / "ck").string() + " --tokenizer " + tok.string(), out), 0);
+    EXPECT_NE(
+        run_cli("init-random --preset tiny --out " + (root / "ck").string() + " --tokenizer " + tok.string(), out), 0);
     EXPECT_NE(out.find("refusing"), std::string::npos) << out;
     EXPECT_EQ(snapshot(root), before);
     // Unknown preset, missing tokenizer: errors, nothing written.
-    EXPECT_NE(run_cli("init-random --preset huge --out " + (root / "x").string() + " --tokenizer " + tok.string(), out), 0);
+    EXPECT_NE(run_cli("init-random --preset huge --out " + (root / "x").string() + " --tokenizer " + tok.string(), out),
+              0);
     EXPECT_NE(out.find("huge"), std::string::npos) << out;
     EXPECT_NE(run_cli("init-random --preset tiny --out " + (root / "x").string(), out), 0);
     EXPECT_NE(out.find("--tokenizer"), std::string::npos) << out;
@@ -639,10 +658,10 @@ TEST(InitRandomCli, TinyWithTheQwenTokenizer) {
     // its own generation_config.json and tokenizer files copied.
     fs::path root = temp_dir("cliqwen");
     std::string out;
-    ASSERT_EQ(run_cli("init-random --preset tiny --out " + (root / "ck").string() + " --tokenizer " +
-                          qwen_model().string(),
-                      out),
-              0)
+    ASSERT_EQ(
+        run_cli("init-random --preset tiny --out " + (root / "ck").string() + " --tokenizer " + qwen_model().string(),
+                out),
+        0)
         << out;
     Qwen2Weights back = load_checkpoint(root / "ck");
     EXPECT_EQ(back.config.vocab_size, 151680);

@@ -35,7 +35,10 @@ struct Folder {
         c.eos_token_id = 151645;
         c.bos_token_id = 151643;
         w = small_weights(c, WeightType::bf16, 5, 0.3);
-        json gen = {{"do_sample", true}, {"temperature", 0.7}, {"top_p", 0.8}, {"top_k", 20},
+        json gen = {{"do_sample", true},
+                    {"temperature", 0.7},
+                    {"top_p", 0.8},
+                    {"top_k", 20},
                     {"eos_token_id", {151645, 151643}}};
         save_checkpoint(dir, w, qwen_tokenizer() / "tokenizer.json", gen);
     }
@@ -49,10 +52,9 @@ TEST(Qwen2Cli, ScoreMatchesTheModelAndDumpsLogits) {
     Folder f;
     std::string out;
     const fs::path dump = f.root / "logits.f32";
-    ASSERT_EQ(run_cli("score --model " + f.dir.string() + " --ids 9707,11,1879,0,151645 --dump-logits " +
-                          dump.string(),
-                      out),
-              0)
+    ASSERT_EQ(
+        run_cli("score --model " + f.dir.string() + " --ids 9707,11,1879,0,151645 --dump-logits " + dump.string(), out),
+        0)
         << out;
     json j = json::parse(out);
     std::vector<int32_t> ids = {9707, 11, 1879, 0, 151645};
@@ -106,10 +108,8 @@ TEST(Qwen2Cli, GenerateJsonAgreesWithTeacherForcing) {
         EXPECT_EQ(prompt, tok.encode(render_chat({{"user", "Hello there"}}, true)));
         ASSERT_FALSE(ids.empty());
         ASSERT_EQ(ids.size(), lp.size());
-        if (reason == "length")
-            EXPECT_EQ(ids.size(), 6u);
-        else
-            EXPECT_TRUE(reason == "eos" && (ids.back() == 151645 || ids.back() == 151643)) << reason;
+        if (reason == "length") EXPECT_EQ(ids.size(), 6u);
+        else EXPECT_TRUE(reason == "eos" && (ids.back() == 151645 || ids.back() == 151643)) << reason;
         // The sampling forward (KV cache, one row per product) and the teacher-forced
         // re-score (all rows at once) sum in different orders, so a BF16 rounding of a
         // projection output can flip: log-probs (|logp| ~ 12 here) agree to ~1e-3.

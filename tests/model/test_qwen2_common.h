@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -11,7 +12,6 @@
 #include <fstream>
 #include <map>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "model/heads.h"

@@ -55,7 +55,8 @@ void check_fd(Loss kind) {
     head.zero_grad();
     qwen2_grads_zero(g);
     const double L0 = run_loss(kind, sc, s, head, targets, true);
-    const double noise = 8.0 * (std::nextafter(static_cast<float>(std::abs(L0)), INFINITY) - std::abs(static_cast<float>(L0)));
+    const double noise =
+        8.0 * (std::nextafter(static_cast<float>(std::abs(L0)), INFINITY) - std::abs(static_cast<float>(L0)));
 
     ParamList params = lora.parameters();
     for (auto& p : head.parameters()) params.push_back(p);
@@ -71,7 +72,8 @@ void check_fd(Loss kind) {
         for (int64_t i = 1; i < p.numel(); ++i)
             if (std::abs(p.grad[i]) > std::abs(p.grad[big])) big = i;
         coords.push_back(big);
-        for (int k = 0; k < 1 && p.numel() > 1; ++k) coords.push_back(static_cast<int64_t>(rng.below(static_cast<uint64_t>(p.numel()))));
+        for (int k = 0; k < 1 && p.numel() > 1; ++k)
+            coords.push_back(static_cast<int64_t>(rng.below(static_cast<uint64_t>(p.numel()))));
         for (int64_t i : coords) {
             const float keep = p.data[i];
             p.data[i] = keep + h;

@@ -145,7 +145,8 @@ void check_against_oracle(WeightType type, double tol) {
     for (int64_t s = 0; s <= steps; ++s) {
         if (s > 0) {
             std::vector<int32_t> tok(B);
-            for (int64_t b = 0; b < B; ++b) tok[static_cast<size_t>(b)] = fed[static_cast<size_t>(b)][static_cast<size_t>(s - 1)];
+            for (int64_t b = 0; b < B; ++b)
+                tok[static_cast<size_t>(b)] = fed[static_cast<size_t>(b)][static_cast<size_t>(s - 1)];
             model.decode_step(cache, tok.data(), logits.data());
         }
         const int64_t col = P - 1 + s;  // the column whose logits this step gives

@@ -54,8 +54,8 @@ std::vector<Grad> grads_of(const ParamList& list) {
 
 // The oracle on the model's weights (as their values: a BF16 copy's, when
 // the model reads one), the adapters and the head, for the three losses.
-void run_oracle(Oracle& o, const Qwen2Config& c, const Qwen2Weights& w, LoraAdapters* lora, ScalarHead& head,
-                bool bf16, const ScoringBatch& s, const std::vector<float>& targets) {
+void run_oracle(Oracle& o, const Qwen2Config& c, const Qwen2Weights& w, LoraAdapters* lora, ScalarHead& head, bool bf16,
+                const ScoringBatch& s, const std::vector<float>& targets) {
     o.add(weight_tensors(w));
     if (lora) o.add(param_tensors(lora->parameters()));
     o.add(param_tensors(head.parameters()));
@@ -89,7 +89,8 @@ void expect_grads_match(const Oracle& o, Loss kind, double loss, double loss_tol
             got_max = std::max(got_max, std::abs(static_cast<double>(x.g[i])));
         }
         if (want_max <= 1e-12) {  // an exact zero (see above)
-            EXPECT_LE(got_max, 8 * 4 * 1.2e-7) << label << " " << loss_name(kind) << " exact-zero gradient of " << x.name;
+            EXPECT_LE(got_max, 8 * 4 * 1.2e-7)
+                << label << " " << loss_name(kind) << " exact-zero gradient of " << x.name;
             continue;
         }
         const double e = rel_max_error(x.g, want);
@@ -195,9 +196,7 @@ TEST(Qwen2Grad, FreshLoraGradientsFlowToBOnly) {
     for (const auto& p : lora.parameters()) {
         double norm = 0;
         for (int64_t i = 0; i < p.numel(); ++i) norm += std::abs(p.grad[i]);
-        if (p.name.ends_with("lora_A"))
-            EXPECT_EQ(norm, 0.0) << p.name;
-        else
-            EXPECT_GT(norm, 0.0) << p.name;
+        if (p.name.ends_with("lora_A")) EXPECT_EQ(norm, 0.0) << p.name;
+        else EXPECT_GT(norm, 0.0) << p.name;
     }
 }

@@ -260,8 +260,8 @@ TEST(Qwen2Lora, LayoutInitAndDeterminism) {
             sum += pa[i].data[j];
         }
         if (is_a) {
-            EXPECT_LE(maxabs, bound) << pa[i].name;               // Kaiming-uniform a = √5: U(−1/√in, 1/√in)
-            EXPECT_GT(maxabs, 0.9 * bound) << pa[i].name;         // and not narrower
+            EXPECT_LE(maxabs, bound) << pa[i].name;        // Kaiming-uniform a = √5: U(−1/√in, 1/√in)
+            EXPECT_GT(maxabs, 0.9 * bound) << pa[i].name;  // and not narrower
             EXPECT_LT(std::abs(sum / pa[i].numel()), 0.2 * bound) << pa[i].name;  // centred
         } else {
             EXPECT_EQ(maxabs, 0.0) << pa[i].name;  // B starts at zero
@@ -333,10 +333,8 @@ TEST(Qwen2Lora, ProjectionRoundsTheSumToTheBaseDtype) {
         W.cols = in;
         for (int64_t i = 0; i < out * in; ++i) {
             const float v = round_to_bf16(static_cast<float>(rng.normal() * 0.3));
-            if (type == WeightType::bf16)
-                W.b.push_back(float_to_bf16(v));
-            else
-                W.f.push_back(v + 1e-4f);  // not BF16-representable
+            if (type == WeightType::bf16) W.b.push_back(float_to_bf16(v));
+            else W.f.push_back(v + 1e-4f);  // not BF16-representable
         }
         std::vector<float> y(static_cast<size_t>(M * out)), mid(static_cast<size_t>(M * 8));
         projection_forward(y.data(), mid.data(), x.data(), W, bias.data(), ad, M);
@@ -351,7 +349,8 @@ TEST(Qwen2Lora, ProjectionRoundsTheSumToTheBaseDtype) {
                 for (int64_t j = 0; j < 8; ++j) {
                     double ax = 0;
                     for (int64_t k = 0; k < in; ++k)
-                        ax += static_cast<double>(ad->A[static_cast<size_t>(j * in + k)]) * x[static_cast<size_t>(m * in + k)];
+                        ax += static_cast<double>(ad->A[static_cast<size_t>(j * in + k)]) *
+                              x[static_cast<size_t>(m * in + k)];
                     branch += static_cast<double>(ad->B[static_cast<size_t>(n * 8 + j)]) * ax;
                 }
                 const double sum = base + bias[static_cast<size_t>(n)] + 2.0 * branch;  // alpha/r = 16/8
@@ -364,9 +363,7 @@ TEST(Qwen2Lora, ProjectionRoundsTheSumToTheBaseDtype) {
                     EXPECT_NEAR(got, sum, 1e-5 * (1 + std::abs(sum))) << m << "," << n;
                 }
             }
-        if (type == WeightType::bf16)
-            EXPECT_EQ(representable, M * out);  // every output is a BF16 value
-        else
-            EXPECT_LT(representable, M * out / 2);  // FP32: nothing rounded
+        if (type == WeightType::bf16) EXPECT_EQ(representable, M * out);  // every output is a BF16 value
+        else EXPECT_LT(representable, M * out / 2);                       // FP32: nothing rounded
     }
 }

@@ -47,14 +47,15 @@ void expect_error(const std::string& bytes, const std::vector<std::string>& part
     } catch (const Error& e) {
         std::string msg = e.what();
         EXPECT_NE(msg.find("bad.safetensors"), std::string::npos) << msg;
-        for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
+        for (const std::string& p : parts)
+            EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
     }
 }
 
 // Three tensors of the three float dtypes plus metadata, given unsorted.
 struct Sample {
-    std::vector<float> f32 = {1.5f, -2.25f, 3.0f, 0.0f, -0.0f, 1e-30f};  // (2, 3)
-    std::vector<bf16> b16 = {0x3f80, 0xc000, 0x7f80, 0x0001};             // (4): 1, -2, inf, subnormal
+    std::vector<float> f32 = {1.5f, -2.25f, 3.0f, 0.0f, -0.0f, 1e-30f};            // (2, 3)
+    std::vector<bf16> b16 = {0x3f80, 0xc000, 0x7f80, 0x0001};                      // (4): 1, -2, inf, subnormal
     std::vector<uint16_t> f16 = {0x3c00, 0xc000, 0x3800, 0x0001, 0x7c00, 0x7bff};  // (3, 2)
     std::vector<TensorToWrite> tensors() const {
         return {{"zeta.f32", "F32", {2, 3}, bytes_of(f32)},
@@ -195,7 +196,8 @@ TEST(SafetensorsMalformed, TruncatedFile) {
     expect_error(good.substr(0, 5), {"5 bytes", "8-byte header length"});
     expect_error("", {"0 bytes"});
     // Every prefix fails with an Error (never a crash or an out-of-bounds read).
-    for (size_t n = 0; n < good.size(); ++n) EXPECT_THROW(SafetensorsFile::from_bytes(good.substr(0, n), "p"), Error) << n;
+    for (size_t n = 0; n < good.size(); ++n)
+        EXPECT_THROW(SafetensorsFile::from_bytes(good.substr(0, n), "p"), Error) << n;
 }
 
 TEST(SafetensorsMalformed, HeaderLengthPastEof) {
@@ -228,7 +230,9 @@ TEST(SafetensorsMalformed, BadJson) {
     // The same field in two entries is fine.
     EXPECT_EQ(SafetensorsFile::from_bytes(raw_file(R"({"__metadata__":{"k":"1"},"a":{"dtype":"F32","shape":[1],)"
                                                    R"("data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],)"
-                                                   R"("data_offsets":[4,8]}})", "abcdefgh"), "ok")
+                                                   R"("data_offsets":[4,8]}})",
+                                                   "abcdefgh"),
+                                          "ok")
                   .tensors()
                   .size(),
               2u);
@@ -339,8 +343,9 @@ std::string run_python(const fs::path& script, const std::string& args) {
     size_t n;
     while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
     int rc = ::pclose(pipe);
-    if (rc != 0) ADD_FAILURE() << cmd << " failed (" << rc << "):\n" << out
-                               << "\n(the oracle needs the safetensors package: scripts/test-venv.sh)";
+    if (rc != 0)
+        ADD_FAILURE() << cmd << " failed (" << rc << "):\n"
+                      << out << "\n(the oracle needs the safetensors package: scripts/test-venv.sh)";
     return out;
 }
 
@@ -358,7 +363,8 @@ with safe_open(sys.argv[1], framework="pt") as f:
     out["__metadata__"] = f.metadata()
     for k in f.keys():
         t = f.get_tensor(k)
-        out[k] = [str(t.dtype), list(t.shape), [v if math.isfinite(v) else str(v) for v in t.float().flatten().tolist()]]
+        out[k] = [str(t.dtype), list(t.shape),
+                  [v if math.isfinite(v) else str(v) for v in t.float().flatten().tolist()]]
 print(json.dumps(out))
 )");
     json got = parse_json(run_python(dir / "read.py", (dir / "ours.safetensors").string()), "python output");
@@ -386,7 +392,8 @@ TEST(SafetensorsOracle, WeReadWhatReferenceLibraryWrites) {
 import sys, torch
 from safetensors.torch import save_file
 torch.manual_seed(7)
-x = torch.cat([torch.randn(997) * 3, torch.tensor([1e-40, -1e-39, 3e38, 65504.0, 6e-8, -0.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8])])
+x = torch.cat([torch.randn(997) * 3,
+               torch.tensor([1e-40, -1e-39, 3e38, 65504.0, 6e-8, -0.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8])])
 h = x.to(torch.float16)
 save_file({"x": x.reshape(67, 15), "x_bf16": x.to(torch.bfloat16), "h": h, "h_as_f32": h.float(),
            "empty": torch.zeros(0, 4)}, sys.argv[1], metadata={"format": "pt"})

@@ -46,10 +46,8 @@ Qwen2Config small_config(bool tied) {
 std::string weights_sha256(const Qwen2Weights& w) {
     Sha256 h;
     auto mat = [&](const Matrix& m) {
-        if (m.type == WeightType::bf16)
-            h.update(m.b.data(), m.b.size() * sizeof(bf16));
-        else
-            h.update(m.f.data(), m.f.size() * sizeof(float));
+        if (m.type == WeightType::bf16) h.update(m.b.data(), m.b.size() * sizeof(bf16));
+        else h.update(m.f.data(), m.f.size() * sizeof(float));
     };
     auto vec = [&](const std::vector<float>& v) { h.update(v.data(), v.size() * sizeof(float)); };
     mat(w.embed_tokens);
@@ -108,8 +106,8 @@ TEST(TensorTable, RandomInitGivesThePinnedBytes) {
 TEST(TensorTable, InitRandomCheckpointIsThePinnedOne) {
     const fs::path out = fs::temp_directory_path() / ("ppolab_test_tensor_table_" + std::to_string(::getpid()));
     fs::remove_all(out);
-    const auto r = test::run_shell(test::ppolab_binary() + " init-random --preset tiny --seed 7 --out " +
-                                   out.string() + " --tokenizer " + test::qwen_model_dir().string());
+    const auto r = test::run_shell(test::ppolab_binary() + " init-random --preset tiny --seed 7 --out " + out.string() +
+                                   " --tokenizer " + test::qwen_model_dir().string());
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_EQ(checkpoint_sha256(out), "4300b7dd05ccd5359ef6f78935af833b2af490283ae7f3931abfa00729964f1c");
     fs::remove_all(out);

@@ -18,15 +18,25 @@ const std::vector<std::string> kSpecials{"<|endoftext|>", "<|im_start|>", "<|im_
 
 // Sentences in the style of the generated corpus: office problems and fixes.
 std::vector<std::string> sentences(int count, uint64_t seed) {
-    const std::vector<std::string> subj{"The printer", "My laptop", "The Wi-Fi", "Our shared drive", "The audio",
-                                        "La stampante", "Il documento", "The session", "Email"};
-    const std::vector<std::string> verb{" stopped working", " is stuck", " won't connect", " keeps freezing",
-                                        " non risponde", " lost 3 pages", " shows error 0x80070005", " is slow"};
-    const std::vector<std::string> tail{".", "!", " again.", " since 9:30am.", " — perché?", " 😕", "...",
-                                        " after the update.", "\n\nThanks,\nAnna", " (again) :("};
-    const std::vector<std::string> fix{"Resume the print queue.", "Check the cable is plugged in.",
-                                       "Re-enable Wi-Fi from the menu.", "Save the document first.",
-                                       "Renew the session and log in again.", "Riattiva l'audio."};
+    const std::vector<std::string> subj{"The printer",      "My laptop",   "The Wi-Fi",
+                                        "Our shared drive", "The audio",   "La stampante",
+                                        "Il documento",     "The session", "Email"};
+    const std::vector<std::string> verb{" stopped working",        " is stuck",     " won't connect",
+                                        " keeps freezing",         " non risponde", " lost 3 pages",
+                                        " shows error 0x80070005", " is slow"};
+    const std::vector<std::string> tail{".",
+                                        "!",
+                                        " again.",
+                                        " since 9:30am.",
+                                        " — perché?",
+                                        " 😕",
+                                        "...",
+                                        " after the update.",
+                                        "\n\nThanks,\nAnna",
+                                        " (again) :("};
+    const std::vector<std::string> fix{
+        "Resume the print queue.",  "Check the cable is plugged in.",      "Re-enable Wi-Fi from the menu.",
+        "Save the document first.", "Renew the session and log in again.", "Riattiva l'audio."};
     Philox rng(seed, 7);
     auto pick = [&](const std::vector<std::string>& v) { return v[rng.below(v.size())]; };
     std::vector<std::string> out;
@@ -51,10 +61,26 @@ std::vector<std::string> sentences(int count, uint64_t seed) {
 // Strings to encode: held-out sentences plus edge cases the corpus never shows.
 std::vector<std::string> probe_strings() {
     std::vector<std::string> p = sentences(60, 99);
-    for (const char* s : {"", " ", "   ", "\n\n", "a\t\tb", "x  \n  y", "12345", "I'M", "we'll", "café",
-                          "cafe\xCC\x81", "\xE4\xBD\xA0\xE5\xA5\xBD", "\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD",
-                          "<|im_start|>user\nhi<|im_end|>", "text<|endoftext|>more", "<|im_sta", "\x01\x7f",
-                          "Zürich", "=====", "The printer stopped working."})
+    for (const char* s : {"",
+                          " ",
+                          "   ",
+                          "\n\n",
+                          "a\t\tb",
+                          "x  \n  y",
+                          "12345",
+                          "I'M",
+                          "we'll",
+                          "café",
+                          "cafe\xCC\x81",
+                          "\xE4\xBD\xA0\xE5\xA5\xBD",
+                          "\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD",
+                          "<|im_start|>user\nhi<|im_end|>",
+                          "text<|endoftext|>more",
+                          "<|im_sta",
+                          "\x01\x7f",
+                          "Zürich",
+                          "=====",
+                          "The printer stopped working."})
         p.emplace_back(s);
     return p;
 }
@@ -154,12 +180,18 @@ TEST(BpeTrain, OtherSplitPatternsEqualHuggingFaceTokenizers) {
     llama["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = std::string(kLlama3SplitRegex);
     expect_same_as_reference(llama.dump(), "llama3");
     json gpt2 = j;
-    gpt2["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+    gpt2["pre_tokenizer"] = {
+        {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
     expect_same_as_reference(gpt2.dump(), "gpt2");
     // A non-special added token matched after NFC (normalized=true).
     json added = j;
-    added["added_tokens"].push_back({{"id", 600}, {"content", "caf\xC3\xA9"}, {"single_word", false}, {"lstrip", false},
-                                     {"rstrip", false}, {"normalized", true}, {"special", false}});
+    added["added_tokens"].push_back({{"id", 600},
+                                     {"content", "caf\xC3\xA9"},
+                                     {"single_word", false},
+                                     {"lstrip", false},
+                                     {"rstrip", false},
+                                     {"normalized", true},
+                                     {"special", false}});
     Tokenizer with_added = Tokenizer::from_json_text(added.dump(), "added");
     ASSERT_EQ(with_added.encode("cafe\xCC\x81!"), (std::vector<int32_t>{600, '!'}));
     // The library runs added tokens through the ByteLevel decoder too, so a

@@ -23,13 +23,13 @@ TEST(CmdTokenize, TextPrintsIds) {
 TEST(CmdTokenize, JsonlOneArrayPerLine) {
     fs::path dir = temp_dir("cmd");
     write_file_atomic(dir / "in.jsonl", "\"Hello world\"\n\"<|im_start|>user\\nhi<|im_end|>\"\n\"\"\n");
-    Output r = run_stdout("'" + binary() + "' tokenize --jsonl --tokenizer '" + (qwen_dir() / "tokenizer.json").string() +
-                "' < '" + (dir / "in.jsonl").string() + "'");
+    Output r = run_stdout("'" + binary() + "' tokenize --jsonl --tokenizer '" +
+                          (qwen_dir() / "tokenizer.json").string() + "' < '" + (dir / "in.jsonl").string() + "'");
     EXPECT_EQ(r.rc, 0);
     EXPECT_EQ(r.out, "[9707,1879]\n[151644,872,198,6023,151645]\n[]\n");
     write_file_atomic(dir / "bad.jsonl", "\"ok\"\n42\n");
     Output bad = run_stdout("'" + binary() + "' tokenize --jsonl --tokenizer '" + qwen_dir().string() + "' < '" +
-                  (dir / "bad.jsonl").string() + "' 2>&1");
+                            (dir / "bad.jsonl").string() + "' 2>&1");
     EXPECT_EQ(bad.rc, 1);
     EXPECT_NE(bad.out.find("stdin line 2: expected a JSON string"), std::string::npos) << bad.out;
     fs::remove_all(dir);

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "support/test_support.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/json.h"
 #include "util/sha256.h"
-#include "support/test_support.h"
 
 namespace ppolab::test {
 

@@ -26,13 +26,19 @@ json tiny_json(const std::vector<std::string>& extra, const json& merges) {
     for (int b = 0; b < 256; ++b) vocab[bytes_to_byte_level(std::string(1, static_cast<char>(b)))] = b;
     int id = 256;
     for (const auto& e : extra) vocab[e] = id++;
-    json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+    json byte_level = {
+        {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
     return {
         {"version", "1.0"},
         {"truncation", nullptr},
         {"padding", nullptr},
-        {"added_tokens", json::array({{{"id", id}, {"content", "<|im_end|>"}, {"special", true}, {"normalized", false},
-                                       {"lstrip", false}, {"rstrip", false}, {"single_word", false}}})},
+        {"added_tokens", json::array({{{"id", id},
+                                       {"content", "<|im_end|>"},
+                                       {"special", true},
+                                       {"normalized", false},
+                                       {"lstrip", false},
+                                       {"rstrip", false},
+                                       {"single_word", false}}})},
         {"normalizer", {{"type", "NFC"}}},
         {"pre_tokenizer",
          {{"type", "Sequence"},
@@ -43,7 +49,8 @@ json tiny_json(const std::vector<std::string>& extra, const json& merges) {
                                          byte_level})}}},
         {"post_processor", byte_level},
         {"decoder", byte_level},
-        {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"vocab", vocab}, {"merges", merges}}},
+        {"model",
+         {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"vocab", vocab}, {"merges", merges}}},
     };
 }
 
@@ -60,12 +67,15 @@ std::string load_error(const json& j) {
 TEST(Utf8, ValidityLossyAndNfc) {
     EXPECT_TRUE(utf8_is_valid("plain ascii"));
     EXPECT_TRUE(utf8_is_valid("caf\xC3\xA9 \xF0\x9F\x91\x8D"));
-    EXPECT_EQ(utf8_invalid_offset("ab\xC3"), 2u);            // truncated
-    EXPECT_EQ(utf8_invalid_offset("\xED\xA0\x80"), 0u);      // surrogate
-    EXPECT_EQ(utf8_invalid_offset("\xC0\xAF"), 0u);          // overlong
+    EXPECT_EQ(utf8_invalid_offset("ab\xC3"), 2u);             // truncated
+    EXPECT_EQ(utf8_invalid_offset("\xED\xA0\x80"), 0u);       // surrogate
+    EXPECT_EQ(utf8_invalid_offset("\xC0\xAF"), 0u);           // overlong
     EXPECT_EQ(utf8_invalid_offset("x\xF4\x90\x80\x80"), 1u);  // above U+10FFFF
     // One U+FFFD per maximal invalid subpart (Rust's from_utf8_lossy).
-    EXPECT_EQ(utf8_lossy("a\xF0\x9F\x91" "b"), "a\xEF\xBF\xBD" "b");
+    EXPECT_EQ(utf8_lossy("a\xF0\x9F\x91"
+                         "b"),
+              "a\xEF\xBF\xBD"
+              "b");
     EXPECT_EQ(utf8_lossy("\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");
     EXPECT_EQ(utf8_lossy("\xE2\x82"), "\xEF\xBF\xBD");
     EXPECT_EQ(nfc_normalize("cafe\xCC\x81"), "caf\xC3\xA9");
@@ -84,12 +94,18 @@ TEST(Pretokenize, Qwen2Pattern) {
     EXPECT_EQ(split("x   "), (Pieces{"x", "   "}));
     EXPECT_EQ(split("12345"), (Pieces{"1", "2", "3", "4", "5"}));
     EXPECT_EQ(split("12345", SplitPattern::split_llama3), (Pieces{"123", "45"}));
-    EXPECT_EQ(split("\x0b\x0b" "1"), (Pieces{"\x0b", "\x0b", "1"}));
+    EXPECT_EQ(split("\x0b\x0b"
+                    "1"),
+              (Pieces{"\x0b", "\x0b", "1"}));
     EXPECT_EQ(split("\x1c\x1cx"), (Pieces{"\x1c\x1c", "x"}));  // U+001C is not \s
     EXPECT_EQ(split("x!!\n\ny"), (Pieces{"x", "!!\n\n", "y"}));
     EXPECT_EQ(split(" !?"), (Pieces{" !?"}));
     EXPECT_EQ(split(" 1"), (Pieces{" ", "1"}));
-    EXPECT_EQ(split("\xE3\x80\x80\xE3\x80\x80" "b"), (Pieces{"\xE3\x80\x80", "\xE3\x80\x80" "b"}));  // U+3000
+    EXPECT_EQ(split("\xE3\x80\x80\xE3\x80\x80"
+                    "b"),
+              (Pieces{"\xE3\x80\x80",
+                      "\xE3\x80\x80"
+                      "b"}));                                                            // U+3000
     EXPECT_EQ(split("\xE4\xBD\xA0\xE5\xA5\xBD"), (Pieces{"\xE4\xBD\xA0\xE5\xA5\xBD"}));  // 你好 are letters
     EXPECT_THROW(split("\xFF"), Error);
 }
@@ -109,7 +125,7 @@ TEST(Pretokenize, SplitPatternsFromRegex) {
 
 TEST(Pretokenize, ByteMapIsABijection) {
     const auto& m = byte_to_unicode();
-    EXPECT_EQ(m[' '], U'\u0120');  // Ġ
+    EXPECT_EQ(m[' '], U'\u0120');   // Ġ
     EXPECT_EQ(m['\n'], U'\u010A');  // Ċ
     EXPECT_EQ(m['A'], U'A');
     for (int b = 0; b < 256; ++b) EXPECT_EQ(byte_from_unicode(m[b]), b);
@@ -158,8 +174,9 @@ TEST(TokenizerJson, MalformedFilesGiveClearErrors) {
     json good = tiny_json({"ab"}, {"a b"});
     ASSERT_NO_THROW(Tokenizer::from_json_text(good.dump(), "good.json"));
 
-    EXPECT_NE(error_of([] { Tokenizer::from_json_text("{not json", "broken.json"); }).find("broken.json: not valid JSON"),
-              std::string::npos);
+    EXPECT_NE(
+        error_of([] { Tokenizer::from_json_text("{not json", "broken.json"); }).find("broken.json: not valid JSON"),
+        std::string::npos);
     EXPECT_NE(error_of([] { Tokenizer::from_json_text("[1, 2]", "arr.json"); }).find("arr.json"), std::string::npos);
 
     auto with = [&](auto&& edit) {
@@ -178,15 +195,21 @@ TEST(TokenizerJson, MalformedFilesGiveClearErrors) {
     EXPECT_TRUE(has(with([](json& j) { j["model"]["merges"] = json::array({"a  b"}); }), "model.merges[0]"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["merges"] = json::array({"a z9"}); }),
                     "uses token \"z9\", which is not in model.vocab"));
-    EXPECT_TRUE(has(with([](json& j) { j["model"]["merges"] = json::array({json::array({"a"})}); }), "model.merges[0]"));
+    EXPECT_TRUE(
+        has(with([](json& j) { j["model"]["merges"] = json::array({json::array({"a"})}); }), "model.merges[0]"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["merges"] = "a b"; }), "'model.merges' must be an array"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["merges"] = json::array({"a b", 7}); }), "model.merges[1]"));
-    EXPECT_TRUE(has(with([](json& j) { j["model"]["merges"] = json::array({json::array({"a", "b", "c"})}); }),
+    EXPECT_TRUE(has(with([](json& j) {
+                        j["model"]["merges"] = json::array({json::array({"a", "b", "c"})});
+                    }),
                     "model.merges[0]' must be a pair of two strings"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["merges"] = json::array({json::array({json::array({"a"})})}); }),
                     "model.merges[0]"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"] = json::array(); }), "'model.vocab' must be an object"));
-    EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"]["x"] = {{"nested", 1}}; }), "entry \"x\" must be an integer"));
+    EXPECT_TRUE(has(with([](json& j) {
+                        j["model"]["vocab"]["x"] = {{"nested", 1}};
+                    }),
+                    "entry \"x\" must be an integer"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"]["neg"] = -4; }), "entry \"neg\" has id -4"));
     EXPECT_TRUE(has(with([](json& j) { j["model"].erase("merges"); }), "missing field 'merges'"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"]["ab"] = "x"; }), "'model.vocab' entry \"ab\""));
@@ -197,8 +220,11 @@ TEST(TokenizerJson, MalformedFilesGiveClearErrors) {
                     "gives id 3 to two tokens"));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["vocab"]["big"] = 1LL << 40; }), "'model.vocab' entry \"big\""));
     EXPECT_TRUE(has(with([](json& j) { j["model"]["dropout"] = 0.1; }), "model.dropout"));
-    EXPECT_TRUE(has(with([](json& j) { j["model"]["continuing_subword_prefix"] = "##"; }), "continuing_subword_prefix"));
-    EXPECT_TRUE(has(with([](json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }),
+    EXPECT_TRUE(
+        has(with([](json& j) { j["model"]["continuing_subword_prefix"] = "##"; }), "continuing_subword_prefix"));
+    EXPECT_TRUE(has(with([](json& j) {
+                        j["pre_tokenizer"] = {{"type", "Whitespace"}};
+                    }),
                     "field 'pre_tokenizer.type' must be \"Sequence\" or \"ByteLevel\", got \"Whitespace\""));
     EXPECT_TRUE(has(with([](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; }),
                     "regex ppolab does not implement"));

@@ -34,7 +34,7 @@ fs::path fixture(const char* name) { return source_dir() / "tests" / "fixtures" 
 TEST(QwenTokenizer, Identity) {
     const Tokenizer& t = qwen();
     EXPECT_EQ(t.vocab_size(), 151665);
-    EXPECT_EQ(t.token_to_id("<|im_end|>"), 151645);    // EOS
+    EXPECT_EQ(t.token_to_id("<|im_end|>"), 151645);     // EOS
     EXPECT_EQ(t.token_to_id("<|endoftext|>"), 151643);  // PAD
     EXPECT_EQ(t.token_to_id("<|im_start|>"), 151644);
     EXPECT_TRUE(t.is_special(151645));
@@ -136,7 +136,8 @@ TEST(QwenChat, RenderingEqualsJinjaTemplate) {
     for (size_t i = 0; i < rows.size(); ++i) {
         std::vector<ChatMessage> messages;
         for (const json& m : rows[i]["messages"]) messages.push_back({m["role"], m["content"]});
-        EXPECT_EQ(render_chat(messages, rows[i]["add_generation_prompt"].get<bool>()), rows[i]["text"].get<std::string>())
+        EXPECT_EQ(render_chat(messages, rows[i]["add_generation_prompt"].get<bool>()),
+                  rows[i]["text"].get<std::string>())
             << "line " << i + 1;
     }
     // The template's source names the default system prompt we use.
@@ -148,9 +149,9 @@ TEST(QwenTokenizer, RoundTripOnRandomCodePointsAndThroughput) {
     // Random strings over blocks that exercise NFC (combining marks, Hangul
     // jamo), whitespace kinds, digits, punctuation, CJK, emoji and specials.
     const std::vector<std::pair<char32_t, char32_t>> blocks{
-        {0x20, 0x7E}, {0x09, 0x0D}, {0xA0, 0x17F}, {0x300, 0x36F}, {0x391, 0x3C9}, {0x410, 0x44F},
-        {0x1100, 0x1112}, {0x1161, 0x1175}, {0x2000, 0x202F}, {0x3000, 0x3020}, {0x4E00, 0x4E80},
-        {0xAC00, 0xAC40}, {0x1F600, 0x1F64F}, {0xFF01, 0xFF5E}};
+        {0x20, 0x7E},     {0x09, 0x0D},     {0xA0, 0x17F},      {0x300, 0x36F},   {0x391, 0x3C9},
+        {0x410, 0x44F},   {0x1100, 0x1112}, {0x1161, 0x1175},   {0x2000, 0x202F}, {0x3000, 0x3020},
+        {0x4E00, 0x4E80}, {0xAC00, 0xAC40}, {0x1F600, 0x1F64F}, {0xFF01, 0xFF5E}};
     Philox rng(7, 0);
     size_t bytes = 0;
     double seconds = 0;
@@ -170,5 +171,6 @@ TEST(QwenTokenizer, RoundTripOnRandomCodePointsAndThroughput) {
         bytes += s.size();
         ASSERT_EQ(t.decode(ids), nfc_normalize(s)) << json(s).dump();
     }
-    std::printf("[ measure  ] encode: %.2f MB/s on random mixed-script text\n", static_cast<double>(bytes) / 1e6 / seconds);
+    std::printf("[ measure  ] encode: %.2f MB/s on random mixed-script text\n",
+                static_cast<double>(bytes) / 1e6 / seconds);
 }

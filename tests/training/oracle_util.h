@@ -2,14 +2,14 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
+#include "support/test_support.h"
 #include "util/fileio.h"
 #include "util/json.h"
-#include "support/test_support.h"
 
 namespace ppolab::test {
 

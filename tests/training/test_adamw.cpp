@@ -15,12 +15,10 @@ namespace {
 // Two small parameters with their own storage.
 struct Toy {
     std::vector<float> w{0.5f, -1.0f, 2.0f, 0.25f, -0.75f, 1.5f};  // (2, 3)
-    std::vector<float> b{0.1f, -0.2f};                              // (2)
+    std::vector<float> b{0.1f, -0.2f};                             // (2)
     std::vector<float> gw = std::vector<float>(6, 0.0f);
     std::vector<float> gb = std::vector<float>(2, 0.0f);
-    ParamList params() {
-        return {{"layer.w", {2, 3}, w.data(), gw.data()}, {"layer.b", {2}, b.data(), gb.data()}};
-    }
+    ParamList params() { return {{"layer.w", {2, 3}, w.data(), gw.data()}, {"layer.b", {2}, b.data(), gb.data()}}; }
     void random_grads(Philox& rng, double scale) {
         for (float& g : gw) g = static_cast<float>(rng.normal() * scale);
         for (float& g : gb) g = static_cast<float>(rng.normal() * scale);
@@ -164,10 +162,12 @@ TEST(AdamW, LoadStateRefusesMismatches) {
 }
 
 TEST(AdamW, ConfigValidation) {
-    EXPECT_THROW(AdamWConfig::from_json(json{{"beta1", 1.0}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.01}}, "c"),
-                 Error);
-    EXPECT_THROW(AdamWConfig::from_json(json{{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 0.0}, {"weight_decay", 0.01}}, "c"),
-                 Error);
+    EXPECT_THROW(
+        AdamWConfig::from_json(json{{"beta1", 1.0}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.01}}, "c"),
+        Error);
+    EXPECT_THROW(
+        AdamWConfig::from_json(json{{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 0.0}, {"weight_decay", 0.01}}, "c"),
+        Error);
     AdamWConfig c;
     EXPECT_EQ(AdamWConfig::from_json(c.to_json(), "c"), c);
     Toy t;

@@ -38,7 +38,9 @@ void run_case(const Case& c, const std::string& tag) {
         {"a.lora_A", {4, 7}}, {"a.lora_B", {5, 4}}, {"head.weight", {1, 9}}, {"head.bias", {1}}};
     std::vector<std::vector<float>> data, grad;
     ParamList params;
-    json spec = {{"beta1", c.config.beta1}, {"beta2", c.config.beta2}, {"eps", c.config.eps},
+    json spec = {{"beta1", c.config.beta1},
+                 {"beta2", c.config.beta2},
+                 {"eps", c.config.eps},
                  {"weight_decay", c.config.weight_decay}};
     spec["max_norm"] = c.max_norm > 0 ? json(c.max_norm) : json(nullptr);
     spec["params"] = json::array();
@@ -50,7 +52,8 @@ void run_case(const Case& c, const std::string& tag) {
         for (float& x : data.back()) x = static_cast<float>(rng.normal());
         spec["params"].push_back({{"name", name}, {"shape", shape}, {"values", data.back()}});
     }
-    for (size_t i = 0; i < layout.size(); ++i) params.push_back({layout[i].first, layout[i].second, data[i].data(), grad[i].data()});
+    for (size_t i = 0; i < layout.size(); ++i)
+        params.push_back({layout[i].first, layout[i].second, data[i].data(), grad[i].data()});
 
     AdamW opt(params, c.config);
     std::vector<double> norms;
@@ -69,8 +72,8 @@ void run_case(const Case& c, const std::string& tag) {
 
     fs::path dir = test::fresh_temp_dir("adamw_oracle_" + tag);
     write_file_atomic(dir / "in.json", spec.dump());
-    test::run_python(test::source_dir() / "tests/oracle/adamw_ref.py", "'" + (dir / "in.json").string() + "' '" +
-                                                                           (dir / "out.json").string() + "'");
+    test::run_python(test::source_dir() / "tests/oracle/adamw_ref.py",
+                     "'" + (dir / "in.json").string() + "' '" + (dir / "out.json").string() + "'");
     json ref = read_json_file(dir / "out.json");
     AdamWState st = opt.state();
     double worst_p = 0, worst_m = 0;
@@ -126,7 +129,8 @@ TEST(ScheduleOracle, BitIdenticalToTheTutorialsPython) {
         "    if step<warm:return peak*(step+1)/warm\n"
         "    return peak*(1-min(1.,(step-warm)/max(1,total-warm-1))*(1-c['minimum_lr_ratio']))\n"
         "c={'warmup_ratio':0.1,'minimum_lr_ratio':0.1}\n"
-        "out={str(t):[learning_rate(c,s,t,p) for p in (2e-5,5e-6,1e-5,1e-3) for s in range(t+1)] for t in (1,5,17,63,200,210)}\n"
+        "out={str(t):[learning_rate(c,s,t,p) for p in (2e-5,5e-6,1e-5,1e-3) for s in range(t+1)] for t in "
+        "(1,5,17,63,200,210)}\n"
         "json.dump(out,open(sys.argv[1],'w'))\n";
     write_file_atomic(dir / "schedule.py", script);
     test::run_python(dir / "schedule.py", "'" + (dir / "out.json").string() + "'");

@@ -6,20 +6,20 @@
 // hash, and a packed batcher restored from its position continues exactly.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <limits>
-#include <unistd.h>
 
+#include "support/test_support.h"
 #include "training/crash_checkpoints.h"
 #include "training/fault_hooks.h"
-#include "training/stage_lifecycle.h"
 #include "training/pretrain.h"
+#include "training/stage_lifecycle.h"
 #include "training/study_config.h"
 #include "util/error.h"
 #include "util/sha256.h"
-#include "support/test_support.h"
 
 using ppolab::test::message_of;
 using namespace ppolab;
@@ -144,9 +144,12 @@ TEST(NonFinite, ErrorsNameWhereAndWhat) {
     EXPECT_EQ(message_of([&] { check_finite(v, "ppo iteration 3 rollout iteration-003-slot-1", "critic value"); }),
               "ppo iteration 3 rollout iteration-003-slot-1: critic value is not finite (inf at index 2 of 3)");
     const std::vector<double> a = {0.5, std::nan("")};
-    EXPECT_NE(message_of([&] { check_finite(a, "ppo iteration 1", "advantage"); }).find("advantage is not finite (nan at index 1"),
+    EXPECT_NE(message_of([&] {
+                  check_finite(a, "ppo iteration 1", "advantage");
+              }).find("advantage is not finite (nan at index 1"),
               std::string::npos);
-    EXPECT_EQ(message_of([&] { check_finite(std::nan(""), "sft update 9", "loss"); }), "sft update 9: loss is not finite (nan)");
+    EXPECT_EQ(message_of([&] { check_finite(std::nan(""), "sft update 9", "loss"); }),
+              "sft update 9: loss is not finite (nan)");
     EXPECT_EQ(message_of([&] { check_finite(v.data() == nullptr ? 0.0 : 1.0, "x", "y"); }), "");
 }
 
@@ -181,8 +184,9 @@ TEST(FaultHooks, KillInCheckpointCountsTheStagesWrites) {
     EXPECT_FALSE(hooks.kill_in_checkpoint(3));
     for (const char* bad : {"0", "x", "2x", "-1"}) {
         ::setenv("PPOLAB_TEST_KILL_IN_CHECKPOINT", bad, 1);
-        EXPECT_NE(message_of([] { FaultHooks::from_environment(); })
-                      .find("PPOLAB_TEST_KILL_IN_CHECKPOINT must be a checkpoint number >= 1"),
+        EXPECT_NE(message_of([] {
+                      FaultHooks::from_environment();
+                  }).find("PPOLAB_TEST_KILL_IN_CHECKPOINT must be a checkpoint number >= 1"),
                   std::string::npos)
             << bad;
     }
@@ -209,11 +213,12 @@ TEST(CheckpointConfig, FrequenciesAreNotPartOfTheConfigIdentity) {
     EXPECT_EQ(config_sha256(a), config_sha256(b));
     EXPECT_NE(config_sha256(a), config_sha256(c));
     for (const char* preset : {"tiny", "seed", "generic"})
-        for (const char* k : {"checkpoint.every_updates", "checkpoint.pretrain_every_updates", "checkpoint.every_iterations",
-                              "checkpoint.every_rows"})
+        for (const char* k : {"checkpoint.every_updates", "checkpoint.pretrain_every_updates",
+                              "checkpoint.every_iterations", "checkpoint.every_rows"})
             EXPECT_GE(config_int(preset_config(preset), k), 1) << preset << " " << k;
-    EXPECT_NE(message_of([] { effective_config("tiny", {}, {"checkpoint.every_updates=-1"}); })
-                  .find("'checkpoint.every_updates' must be >= 0, got -1"),
+    EXPECT_NE(message_of([] {
+                  effective_config("tiny", {}, {"checkpoint.every_updates=-1"});
+              }).find("'checkpoint.every_updates' must be >= 0, got -1"),
               std::string::npos);
 }
 
@@ -247,7 +252,8 @@ TEST(PackedBatcherPosition, RestoredBatcherContinuesExactly) {
     a.next();
     PackedBatcher::Position bad = a.position();
     bad.cursor = 1000;
-    EXPECT_NE(message_of([&] { PackedBatcher(examples, 4, 64, 0, Philox(5, 1)).restore(bad, "ck.gz"); })
-                  .find("ck.gz: batcher cursor 1000 is outside"),
+    EXPECT_NE(message_of([&] {
+                  PackedBatcher(examples, 4, 64, 0, Philox(5, 1)).restore(bad, "ck.gz");
+              }).find("ck.gz: batcher cursor 1000 is outside"),
               std::string::npos);
 }

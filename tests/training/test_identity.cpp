@@ -2,10 +2,10 @@
 
 #include <cstring>
 
+#include "support/test_support.h"
 #include "training/identity.h"
 #include "util/error.h"
 #include "util/sha256.h"
-#include "support/test_support.h"
 
 using ppolab::test::message_of;
 using namespace ppolab;
@@ -83,8 +83,9 @@ TEST(Isolation, OverlapsAndFrozenGradientsAreErrorsNamingTheRoles) {
     EXPECT_NE(m.find("gradient"), std::string::npos) << m;
     // A range contained in a long one that started earlier (not adjacent after sorting).
     m = message_of([&] {
-        check_isolation({{"actor", {{"long", {30}, block.data(), nullptr}, {"mid", {2}, block.data() + 32, nullptr}}, true},
-                         {"critic", {{"inner", {2}, block.data() + 20, nullptr}}, true}});
+        check_isolation(
+            {{"actor", {{"long", {30}, block.data(), nullptr}, {"mid", {2}, block.data() + 32, nullptr}}, true},
+             {"critic", {{"inner", {2}, block.data() + 20, nullptr}}, true}});
     });
     EXPECT_NE(m.find("'long'"), std::string::npos) << m;
     EXPECT_NE(m.find("'inner'"), std::string::npos) << m;
@@ -97,7 +98,9 @@ TEST(Isolation, OverlapsAndFrozenGradientsAreErrorsNamingTheRoles) {
     EXPECT_NE(m.find("'q'"), std::string::npos) << m;
     // Within one role.
     m = message_of([&] {
-        check_isolation({{"actor", {{"a", {10}, block.data(), grads.data()}, {"b", {10}, block.data() + 5, grads.data() + 10}}, false}});
+        check_isolation({{"actor",
+                          {{"a", {10}, block.data(), grads.data()}, {"b", {10}, block.data() + 5, grads.data() + 10}},
+                          false}});
     });
     EXPECT_NE(m.find("within one role"), std::string::npos) << m;
 }

@@ -2,25 +2,24 @@
 // Python reader of the PEFT folder, and refusals that leave the disk as it was.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <functional>
 #include <map>
-#include <sys/wait.h>
 
 #include "model/safetensors.h"
 #include "oracle_util.h"
+#include "support/test_support.h"
 #include "training/identity.h"
 #include "training/learned_io.h"
 #include "training/peft.h"
 #include "util/error.h"
 #include "util/rng.h"
 #include "util/sha256.h"
-#include "support/test_support.h"
 
 using ppolab::test::error_of;
 using namespace ppolab;
 
 namespace {
-
 
 std::map<std::string, std::string> snapshot(const fs::path& dir) {
     std::map<std::string, std::string> out;
@@ -33,9 +32,9 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
 struct Adapters {
     std::vector<std::pair<std::string, std::vector<int64_t>>> layout = {
         {"model.layers.0.self_attn.q_proj.lora_A", {2, 6}}, {"model.layers.0.self_attn.q_proj.lora_B", {6, 2}},
-        {"model.layers.0.mlp.down_proj.lora_A", {2, 10}},    {"model.layers.0.mlp.down_proj.lora_B", {6, 2}},
+        {"model.layers.0.mlp.down_proj.lora_A", {2, 10}},   {"model.layers.0.mlp.down_proj.lora_B", {6, 2}},
         {"model.layers.1.self_attn.q_proj.lora_A", {2, 6}}, {"model.layers.1.self_attn.q_proj.lora_B", {6, 2}},
-        {"model.layers.1.mlp.down_proj.lora_A", {2, 10}},    {"model.layers.1.mlp.down_proj.lora_B", {6, 2}}};
+        {"model.layers.1.mlp.down_proj.lora_A", {2, 10}},   {"model.layers.1.mlp.down_proj.lora_B", {6, 2}}};
     std::vector<std::vector<float>> data;
     std::vector<float> head_w = std::vector<float>(6), head_b = std::vector<float>(1);
     explicit Adapters(uint64_t seed) {
@@ -48,7 +47,8 @@ struct Adapters {
     }
     ParamList lora() {
         ParamList out;
-        for (size_t i = 0; i < layout.size(); ++i) out.push_back({layout[i].first, layout[i].second, data[i].data(), nullptr});
+        for (size_t i = 0; i < layout.size(); ++i)
+            out.push_back({layout[i].first, layout[i].second, data[i].data(), nullptr});
         return out;
     }
     ParamList all() {
@@ -103,7 +103,8 @@ TEST(LearnedIo, DamagedOrMismatchedFilesAreRefusedAndNothingChanges) {
     {
         SafetensorsFile f = SafetensorsFile::from_bytes(good, "good");
         std::vector<TensorToWrite> ts;
-        for (auto& t : f.tensors()) ts.push_back({t.name, t.dtype, t.shape, {reinterpret_cast<const char*>(t.data), t.size}});
+        for (auto& t : f.tensors())
+            ts.push_back({t.name, t.dtype, t.shape, {reinterpret_cast<const char*>(t.data), t.size}});
         write_safetensors(dir / "nometa.safetensors", ts, {});
         std::vector<TensorToWrite> fewer(ts.begin() + 1, ts.end());
         write_safetensors(dir / "missing.safetensors", fewer, f.metadata());
@@ -118,8 +119,10 @@ TEST(LearnedIo, DamagedOrMismatchedFilesAreRefusedAndNothingChanges) {
     }
     const auto before = snapshot(dir);
     const std::vector<std::pair<std::string, std::string>> cases = {
-        {"truncated.safetensors", "truncated.safetensors"}, {"flipped.safetensors", "altered"},
-        {"nometa.safetensors", "not a ppolab learned-state file"}, {"missing.safetensors", "missing"},
+        {"truncated.safetensors", "truncated.safetensors"},
+        {"flipped.safetensors", "altered"},
+        {"nometa.safetensors", "not a ppolab learned-state file"},
+        {"missing.safetensors", "missing"},
         {"dtype.safetensors", "dtype BF16"}};
     Adapters target(3);
     const std::string target_id = learned_identity(target.all());
@@ -237,7 +240,8 @@ TEST(Peft, RefusalsLeaveNothingBehind) {
     {
         SafetensorsFile f = SafetensorsFile::open(dir / "done" / "adapter_model.safetensors");
         std::vector<TensorToWrite> ts;
-        for (auto& t : f.tensors()) ts.push_back({t.name, t.dtype, t.shape, {reinterpret_cast<const char*>(t.data), t.size}});
+        for (auto& t : f.tensors())
+            ts.push_back({t.name, t.dtype, t.shape, {reinterpret_cast<const char*>(t.data), t.size}});
         static const float one = 1.0f;
         ts.push_back({"base_model.model.score.weight", "F32", {1}, {reinterpret_cast<const char*>(&one), 4}});
         write_safetensors(dir / "extra" / "adapter_model.safetensors", ts, {}, Overwrite::replace);
@@ -271,7 +275,8 @@ TEST(PeftOracle, RealPeftLoadsTheExportOntoAQwen2) {
         data.emplace_back(static_cast<size_t>(shape[0] * shape[1]));
         for (float& x : data.back()) x = static_cast<float>(rng.normal());
     }
-    for (size_t i = 0; i < layout.size(); ++i) params.push_back({layout[i].first, layout[i].second, data[i].data(), nullptr});
+    for (size_t i = 0; i < layout.size(); ++i)
+        params.push_back({layout[i].first, layout[i].second, data[i].data(), nullptr});
     PeftInfo pi;
     pi.rank = rank;
     pi.alpha = 16;
@@ -279,11 +284,11 @@ TEST(PeftOracle, RealPeftLoadsTheExportOntoAQwen2) {
     pi.base_model = "random-qwen2";
     fs::path dir = test::fresh_temp_dir("peft_oracle");
     export_peft(dir / "adapter", params, pi);
-    const std::string cmd = "'" + test::python() + "' '" + (test::source_dir() / "tests/training/peft_load.py").string() +
-                            "' '" + (dir / "adapter").string() + "' '" + (dir / "out.json").string() + "' " +
-                            std::to_string(hidden) + " " + std::to_string(inter) + " " + std::to_string(layers) + " " +
-                            std::to_string(heads) + " " + std::to_string(kv_heads) + " > '" + (dir / "log.txt").string() +
-                            "' 2>&1";
+    const std::string cmd =
+        "'" + test::python() + "' '" + (test::source_dir() / "tests/training/peft_load.py").string() + "' '" +
+        (dir / "adapter").string() + "' '" + (dir / "out.json").string() + "' " + std::to_string(hidden) + " " +
+        std::to_string(inter) + " " + std::to_string(layers) + " " + std::to_string(heads) + " " +
+        std::to_string(kv_heads) + " > '" + (dir / "log.txt").string() + "' 2>&1";
     const int rc = std::system(cmd.c_str());
     if (WIFEXITED(rc) && WEXITSTATUS(rc) == 3) {
         fs::remove_all(dir);

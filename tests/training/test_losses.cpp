@@ -10,9 +10,9 @@ using namespace ppolab;
 // Three rows of different lengths (by position, 0 = prompt or padding):
 // row 0 has 2 active response tokens, row 1 has 3, row 2 has 1.
 TEST(SftTokenLoss, NormalisedByTotalActiveTokensNotMeanOfMeans) {
-    const float logp[] = {0.f, -1.f, -2.f, 0.f,  //
+    const float logp[] = {0.f,   -1.f,  -2.f, 0.f,  //
                           -0.5f, -0.5f, -2.f, 0.f,  //
-                          0.f, 0.f, 0.f, -3.f};
+                          0.f,   0.f,   0.f,  -3.f};
     const uint8_t mask[] = {0, 1, 1, 0,  //
                             1, 1, 1, 0,  //
                             0, 0, 0, 1};
@@ -59,8 +59,9 @@ TEST(BradleyTerry, GradientMatchesFiniteDifferences) {
         const float h = 1e-3f;
         cp[i] += h;
         cm[i] -= h;
-        const double fd = (bradley_terry_loss(cp, r, 2, nullptr, nullptr) - bradley_terry_loss(cm, r, 2, nullptr, nullptr)) /
-                          (2.0 * h);
+        const double fd =
+            (bradley_terry_loss(cp, r, 2, nullptr, nullptr) - bradley_terry_loss(cm, r, 2, nullptr, nullptr)) /
+            (2.0 * h);
         EXPECT_NEAR(dc[i], fd, 1e-5);
     }
 }

@@ -8,17 +8,17 @@
 // critic changed, the reference and the judge did not.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <string>
-#include <unistd.h>
 
 #include "model/generate.h"
 #include "model/scoring.h"
+#include "support/test_support.h"
 #include "training/ppo.h"
 #include "training/roles.h"
 #include "training/study_config.h"
 #include "util/json.h"
-#include "support/test_support.h"
 
 using ppolab::test::Output;
 using ppolab::test::run_shell;

@@ -61,9 +61,9 @@ TEST(PpoGae, ThreeStepsByHand) {
     const std::vector<double> r = {0.1, -0.2, 1.0};
     const std::vector<float> v = {0.5f, 0.25f, -0.5f};
     const double lam = 0.95;
-    const double d2 = 1.0 - (-0.5);            // r2 + 0 − V2 = 1.5
+    const double d2 = 1.0 - (-0.5);                // r2 + 0 − V2 = 1.5
     const double d1 = -0.2 + 1.0 * (-0.5) - 0.25;  // −0.95
-    const double d0 = 0.1 + 0.25 - 0.5;        // −0.15
+    const double d0 = 0.1 + 0.25 - 0.5;            // −0.15
     const double a2 = d2, a1 = d1 + lam * a2, a0 = d0 + lam * a1;
     Advantages g = ppo_gae(r, v, 1.0, lam);
     EXPECT_NEAR(g.advantages[2], a2, 1e-12);
@@ -129,7 +129,8 @@ TEST(PpoActorLoss, ClipSideChosenByAdvantageSign) {
 TEST(PpoActorLoss, MeanOverTokensGivesLongAndShortResponsesEqualWeight) {
     // Same per-token situation, 1 token vs 10 tokens: the same loss.
     auto one = ppo_actor_loss({0.1f}, {0.f}, {0.7}, 0.2);
-    auto ten = ppo_actor_loss(std::vector<float>(10, 0.1f), std::vector<float>(10, 0.f), std::vector<double>(10, 0.7), 0.2);
+    auto ten =
+        ppo_actor_loss(std::vector<float>(10, 0.1f), std::vector<float>(10, 0.f), std::vector<double>(10, 0.7), 0.2);
     EXPECT_NEAR(one.loss, ten.loss, 1e-12);
     auto c1 = ppo_critic_loss({1.f}, {0.0}, 0.5);
     auto c10 = ppo_critic_loss(std::vector<float>(10, 1.f), std::vector<double>(10, 0.0), 0.5);

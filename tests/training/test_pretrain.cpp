@@ -3,23 +3,23 @@
 // runs (loss decreases, the folder loads, refusals, determinism).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <set>
-#include <unistd.h>
 
 #include "data/corpus.h"
 #include "data/rubric.h"
 #include "model/hf_folder.h"
 #include "model/init.h"
+#include "support/test_support.h"
 #include "tokenizer/bpe_train.h"
 #include "tokenizer/chat.h"
 #include "training/pretrain.h"
 #include "training/resume_state.h"
 #include "util/error.h"
 #include "util/sha256.h"
-#include "support/test_support.h"
 
 using ppolab::test::message_of;
 using namespace ppolab;
@@ -122,10 +122,14 @@ TEST(PretrainConfig, JsonRoundTripSetAndErrors) {
     EXPECT_NE(message_of([&] { c.set("shape=huge"); }).find("unknown model shape 'huge'"), std::string::npos);
     c.set("precision=bf16");
     EXPECT_EQ(c.precision, "bf16");
-    EXPECT_NE(message_of([&] { c.set("precision=fp16"); }).find("field 'precision' must be \"fp32\" or \"bf16\", got \"fp16\""),
+    EXPECT_NE(message_of([&] {
+                  c.set("precision=fp16");
+              }).find("field 'precision' must be \"fp32\" or \"bf16\", got \"fp16\""),
               std::string::npos);
     json bad = {{"tokens", 10}, {"colour", 1}};
-    EXPECT_NE(message_of([&] { PretrainConfig::from_json(bad, "cfg.json"); }).find("cfg.json: unknown pretrain config field 'colour'"),
+    EXPECT_NE(message_of([&] {
+                  PretrainConfig::from_json(bad, "cfg.json");
+              }).find("cfg.json: unknown pretrain config field 'colour'"),
               std::string::npos);
 }
 
@@ -138,9 +142,10 @@ TEST(PretrainConfig, UpdatesFromTokensAndStudyKeys) {
     c.max_updates = 3;
     EXPECT_EQ(c.updates(), 3);
 
-    json study = {{"model", {{"shape", "tiny"}, {"system_prompt", "Be brief."}, {"name_or_path", "x"}}},
-                  {"pretrain", {{"enabled", true}, {"tokens", 4096}, {"lr", 0.01}, {"seed", 5}, {"tokenizer_vocab_size", 400}}},
-                  {"max_updates", 1}};
+    json study = {
+        {"model", {{"shape", "tiny"}, {"system_prompt", "Be brief."}, {"name_or_path", "x"}}},
+        {"pretrain", {{"enabled", true}, {"tokens", 4096}, {"lr", 0.01}, {"seed", 5}, {"tokenizer_vocab_size", 400}}},
+        {"max_updates", 1}};
     const PretrainConfig s = PretrainConfig::from_study(study);
     EXPECT_EQ(s.system_prompt, "Be brief.");
     EXPECT_EQ(s.tokens, 4096);
@@ -195,7 +200,8 @@ TEST(PretrainEncode, LossOnTheAnswerAndImEndOnly) {
     const PretrainExample ex = pretrain_encode(tok, chat, tiny_system_prompt());
     ASSERT_EQ(ex.tokens.size(), ex.loss.size());
     // The whole example decodes to the rendered conversation plus <|endoftext|>.
-    const std::string rendered = render_chat({{"user", chat.user}, {"assistant", chat.assistant}}, false, tiny_system_prompt());
+    const std::string rendered =
+        render_chat({{"user", chat.user}, {"assistant", chat.assistant}}, false, tiny_system_prompt());
     const std::string full = tok.decode(ex.tokens);
     EXPECT_EQ(full, rendered.substr(0, rendered.size() - 1) + "<|endoftext|>");  // "\n" after <|im_end|> replaced
     // The counted tokens are exactly the answer and <|im_end|>.

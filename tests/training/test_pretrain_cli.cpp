@@ -3,16 +3,16 @@
 // has its fields, and the refusals write nothing.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "model/hf_folder.h"
+#include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 #include "util/json.h"
-#include "support/test_support.h"
 
 using ppolab::test::Output;
 using ppolab::test::run_shell;

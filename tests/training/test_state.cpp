@@ -15,14 +15,14 @@
 
 #include "model/safetensors.h"
 #include "oracle_util.h"
+#include "support/test_support.h"
 #include "training/adamw.h"
 #include "training/identity.h"
-#include "training/schedule.h"
 #include "training/resume_state.h"
+#include "training/schedule.h"
 #include "util/error.h"
 #include "util/gzip.h"
 #include "util/sha256.h"
-#include "support/test_support.h"
 
 using ppolab::test::error_of;
 using namespace ppolab;
@@ -33,11 +33,14 @@ namespace {
 // optimisers and schedules, a data order drawn from a Philox stream with a
 // cursor, a noise stream, and a history.
 struct ToyRun {
-    static constexpr int64_t kItems = 5;  // "prompts"
-    static constexpr int64_t kTotal = 12; // updates
-    std::vector<float> w = std::vector<float>(12), b = std::vector<float>(4), v = std::vector<float>(5);  // (3,4) (4) (5)
+    static constexpr int64_t kItems = 5;   // "prompts"
+    static constexpr int64_t kTotal = 12;  // updates
+    std::vector<float> w = std::vector<float>(12), b = std::vector<float>(4),
+                       v = std::vector<float>(5);  // (3,4) (4) (5)
     std::vector<float> gw = std::vector<float>(12), gb = std::vector<float>(4), gv = std::vector<float>(5);
-    ParamList actor_params() { return {{"layer.w", {3, 4}, w.data(), gw.data()}, {"layer.b", {4}, b.data(), gb.data()}}; }
+    ParamList actor_params() {
+        return {{"layer.w", {3, 4}, w.data(), gw.data()}, {"layer.b", {4}, b.data(), gb.data()}};
+    }
     ParamList critic_params() { return {{"head.weight", {1, 5}, v.data(), gv.data()}}; }
     AdamW actor{actor_params(), AdamWConfig{0.9, 0.999, 1e-8, 0.01}};
     AdamW critic{critic_params(), AdamWConfig{0.9, 0.999, 1e-8, 0.01}};
@@ -67,17 +70,23 @@ struct ToyRun {
     void step() {
         const int64_t item = next_item();
         // Gradient of 0.5·|p − target(item)|² plus noise: deterministic given the state.
-        for (size_t i = 0; i < w.size(); ++i) gw[i] = w[i] - static_cast<float>(item) * 0.3f + static_cast<float>(noise.normal());
+        for (size_t i = 0; i < w.size(); ++i)
+            gw[i] = w[i] - static_cast<float>(item) * 0.3f + static_cast<float>(noise.normal());
         for (size_t i = 0; i < b.size(); ++i) gb[i] = 4.0f * (b[i] + 1.0f) + static_cast<float>(noise.normal());
-        for (size_t i = 0; i < v.size(); ++i) gv[i] = v[i] - static_cast<float>(i) + static_cast<float>(noise.uniform());
+        for (size_t i = 0; i < v.size(); ++i)
+            gv[i] = v[i] - static_cast<float>(i) + static_cast<float>(noise.uniform());
         const double actor_lr = actor_schedule.at(updates), critic_lr = critic_schedule.at(updates);
         const double na = clip_grad_norm(actor_params(), 1.0, "actor");
         const double nc = clip_grad_norm(critic_params(), 1.0, "critic");
         actor.step(actor_lr);
         critic.step(critic_lr);
         ++updates;
-        history.push_back({{"update", updates}, {"item", item}, {"actor_lr", actor_lr}, {"actor_norm", na},
-                           {"critic_norm", nc}, {"loss", 0.5 * na * na}});
+        history.push_back({{"update", updates},
+                           {"item", item},
+                           {"actor_lr", actor_lr},
+                           {"actor_norm", na},
+                           {"critic_norm", nc},
+                           {"loss", 0.5 * na * na}});
     }
 
     void run_until(int64_t stop) {
@@ -114,7 +123,6 @@ struct ToyRun {
         history = s.extra.at("history");
     }
 };
-
 
 // Every file under dir with its sha256: "nothing on disk changed" is equality of two snapshots.
 std::map<std::string, std::string> snapshot(const fs::path& dir) {
@@ -163,7 +171,8 @@ TEST(ResumeState, InterruptedAndResumedEqualsContinuousBitwise) {
         EXPECT_TRUE(states_equal(continuous.state(), resumed.state()));
         EXPECT_EQ(state_content_sha256(continuous.state()), state_content_sha256(resumed.state()));
         // The files themselves are byte-identical (gzip level 1, mtime 0).
-        fs::path a = dir / ("continuous-" + std::to_string(k) + ".gz"), b = dir / ("resumed-" + std::to_string(k) + ".gz");
+        fs::path a = dir / ("continuous-" + std::to_string(k) + ".gz"),
+                 b = dir / ("resumed-" + std::to_string(k) + ".gz");
         save_resume_state(a, continuous.state());
         save_resume_state(b, resumed.state());
         EXPECT_EQ(read_file(a), read_file(b));
@@ -205,7 +214,10 @@ TEST(ResumeState, ForgettingAnyPartOfTheStateIsDetected) {
         {"noise RNG", [](ToyRun& r) { r.noise = Philox(249, 7); }},
         {"sampler RNG", [](ToyRun& r) { r.sampler = Philox(149, 0); }},
         {"cursor", [](ToyRun& r) { r.cursor = 0; }},
-        {"moments", [](ToyRun& r) { r.actor = AdamW(r.actor_params(), AdamWConfig{0.9, 0.999, 1e-8, 0.01}); }},
+        {"moments",
+         [](ToyRun& r) {
+             r.actor = AdamW(r.actor_params(), AdamWConfig{0.9, 0.999, 1e-8, 0.01});
+         }},
     };
     for (auto& [what, forget] : forgets) {
         ToyRun resumed;
@@ -262,28 +274,38 @@ TEST(ResumeState, DamagedOrMismatchedFilesAreRefusedAndNothingChanges) {
     cases.emplace_back("nometa.gz", gzip_compress(serialize_safetensors({}, {}), 1), "not a ppolab resume state");
     cases.emplace_back("identity.gz", rebuild(gz, [](json& m) { m["learned"]["actor"]["identity"] = sha256_hex("x"); }),
                        "altered");
-    cases.emplace_back("moments.gz", rebuild(gz, nullptr, [](std::vector<TensorToWrite>& ts) {
-                           static std::string zeros;
-                           for (auto& t : ts)
-                               if (t.name == "adamw/actor/exp_avg/layer.b") {
-                                   zeros.assign(t.bytes.size(), '\0');
-                                   t.bytes = zeros;
-                               }
-                       }),
+    cases.emplace_back("moments.gz",
+                       rebuild(gz, nullptr,
+                               [](std::vector<TensorToWrite>& ts) {
+                                   static std::string zeros;
+                                   for (auto& t : ts)
+                                       if (t.name == "adamw/actor/exp_avg/layer.b") {
+                                           zeros.assign(t.bytes.size(), '\0');
+                                           t.bytes = zeros;
+                                       }
+                               }),
                        "exp_avg identity");
-    cases.emplace_back("missing.gz", rebuild(gz, nullptr, [](std::vector<TensorToWrite>& ts) {
-                           std::erase_if(ts, [](auto& t) { return t.name == "learned/critic/head.weight"; });
-                       }),
+    cases.emplace_back("missing.gz",
+                       rebuild(gz, nullptr,
+                               [](std::vector<TensorToWrite>& ts) {
+                                   std::erase_if(ts, [](auto& t) { return t.name == "learned/critic/head.weight"; });
+                               }),
                        "'learned/critic/head.weight'");
-    cases.emplace_back("extra.gz", rebuild(gz, nullptr, [](std::vector<TensorToWrite>& ts) {
-                           static const float one = 1.0f;
-                           ts.push_back({"learned/actor/sneaky", "F32", {1}, std::string_view(reinterpret_cast<const char*>(&one), 4)});
-                       }),
-                       "unexpected tensor 'learned/actor/sneaky'");
-    cases.emplace_back("dtype.gz", rebuild(gz, nullptr, [](std::vector<TensorToWrite>& ts) {
-                           for (auto& t : ts)
-                               if (t.name == "learned/actor/layer.b") t.dtype = "I32";
-                       }),
+    cases.emplace_back(
+        "extra.gz",
+        rebuild(gz, nullptr,
+                [](std::vector<TensorToWrite>& ts) {
+                    static const float one = 1.0f;
+                    ts.push_back(
+                        {"learned/actor/sneaky", "F32", {1}, std::string_view(reinterpret_cast<const char*>(&one), 4)});
+                }),
+        "unexpected tensor 'learned/actor/sneaky'");
+    cases.emplace_back("dtype.gz",
+                       rebuild(gz, nullptr,
+                               [](std::vector<TensorToWrite>& ts) {
+                                   for (auto& t : ts)
+                                       if (t.name == "learned/actor/layer.b") t.dtype = "I32";
+                               }),
                        "dtype I32");
     cases.emplace_back("lr.gz", rebuild(gz, [](json& m) { m["schedulers"]["actor"]["next_lr"] = 0.5; }), "next_lr");
     cases.emplace_back("rng.gz", rebuild(gz, [](json& m) { m["rngs"]["noise"]["counter"] = -3; }), "'counter'");
@@ -396,8 +418,8 @@ void write_gzip_with_zeros(const fs::path& path, const std::string& prefix, uint
 }
 
 struct ChildLoad {
-    std::string message;         // the load's error, or "(no error)"
-    long peak_growth_kib = -1;   // growth of the child's peak resident memory during the load
+    std::string message;        // the load's error, or "(no error)"
+    long peak_growth_kib = -1;  // growth of the child's peak resident memory during the load
 };
 
 // Runs `load` in a forked child and reports its error and how much its peak
@@ -482,8 +504,9 @@ TEST(ResumeStateBounds, AZerosBombFailsAtTheHeaderWithoutInflating) {
     write_gzip_with_zeros(bomb, "", kGiB);
     EXPECT_LT(fs::file_size(bomb), 8u << 20);
     const ChildLoad r = measure_in_child([&] { load_resume_state(bomb); });
-    EXPECT_EQ(r.message, bomb.string() + ": safetensors header length 0 is too small for a JSON object "
-                                         "(not a resume state; a file of zeros?)");
+    EXPECT_EQ(r.message, bomb.string() +
+                             ": safetensors header length 0 is too small for a JSON object "
+                             "(not a resume state; a file of zeros?)");
     EXPECT_GE(r.peak_growth_kib, 0);
     EXPECT_LT(r.peak_growth_kib, kSmallKib) << "loading the bomb grew memory by " << r.peak_growth_kib << " KiB";
 
@@ -526,8 +549,8 @@ TEST(ResumeStateBounds, AValidStateFollowedByZerosIsRefusedAtTheFirstExtraByte) 
 TEST(ResumeStateBounds, PromisesOverTheCapOrBeyondTheFileAreRefusedBeforeAllocating) {
     fs::path dir = test::fresh_temp_dir("state_bounds_promise");
     // A header promising 3 GiB of F32 data, and no data at all.
-    const std::string huge = safetensors_head(
-        R"({"x":{"dtype":"F32","shape":[805306368],"data_offsets":[0,3221225472]}})");
+    const std::string huge =
+        safetensors_head(R"({"x":{"dtype":"F32","shape":[805306368],"data_offsets":[0,3221225472]}})");
     write_file_atomic(dir / "huge.state.gz", gzip_compress(huge, 1));
     const uint64_t total = huge.size() + 3221225472ull;
     std::string m = error_of([&] { load_resume_state(dir / "huge.state.gz"); });
@@ -547,14 +570,17 @@ TEST(ResumeStateBounds, PromisesOverTheCapOrBeyondTheFileAreRefusedBeforeAllocat
     // A header length over the format's 100 MB, or promising more than the file.
     write_file_atomic(dir / "len.state.gz", gzip_compress(std::string(8, '\xff'), 1));
     m = error_of([&] { load_resume_state(dir / "len.state.gz"); });
-    EXPECT_EQ(m, (dir / "len.state.gz").string() + ": safetensors header length 18446744073709551615 exceeds the "
-                                                   "format's limit of 100000000 bytes (corrupt or hostile file)");
-    std::string len = std::string("\x00\xe1\xf5\x05\x00\x00\x00\x00", 8);  // a 100 000 000-byte header: the format's most
+    EXPECT_EQ(m, (dir / "len.state.gz").string() +
+                     ": safetensors header length 18446744073709551615 exceeds the "
+                     "format's limit of 100000000 bytes (corrupt or hostile file)");
+    std::string len =
+        std::string("\x00\xe1\xf5\x05\x00\x00\x00\x00", 8);  // a 100 000 000-byte header: the format's most
     write_file_atomic(dir / "short.state.gz", gzip_compress(len, 1));
     m = error_of([&] { load_resume_state(dir / "short.state.gz"); });
     EXPECT_TRUE(has(m, "short.state.gz: its safetensors header length promises at least 100000008 bytes, but ")) << m;
     // A promise the data does not keep: truncated, named.
-    const std::string part = safetensors_head(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})") + "12345678";
+    const std::string part =
+        safetensors_head(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})") + "12345678";
     write_file_atomic(dir / "part.state.gz", gzip_compress(part, 1));
     m = error_of([&] { load_resume_state(dir / "part.state.gz"); });
     EXPECT_EQ(m, (dir / "part.state.gz").string() +

@@ -5,15 +5,14 @@
 #include <set>
 
 #include "oracle_util.h"
+#include "support/test_support.h"
 #include "training/study_config.h"
 #include "util/error.h"
-#include "support/test_support.h"
 
 using ppolab::test::error_of;
 using namespace ppolab;
 
 namespace {
-
 
 void key_paths(const json& v, const std::string& prefix, std::set<std::string>& out) {
     if (!v.is_object()) return;
@@ -56,7 +55,8 @@ TEST(StudyConfig, SeedPresetHoldsTheSpecNumbers) {
     EXPECT_EQ(config_int(c, "model.eos_token_id"), 151645);
     EXPECT_EQ(config_string(c, "model.pad_token"), "<|endoftext|>");
     EXPECT_EQ(config_int(c, "model.pad_token_id"), 151643);
-    EXPECT_EQ(config_string(c, "model.system_prompt"), "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+    EXPECT_EQ(config_string(c, "model.system_prompt"),
+              "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
     EXPECT_EQ(config_int(c, "lora.rank"), 8);
     EXPECT_EQ(config_number(c, "lora.alpha"), 16);
     EXPECT_EQ(config_number(c, "lora.dropout"), 0.0);
@@ -112,9 +112,9 @@ TEST(StudyConfig, SeedPresetHoldsTheSpecNumbers) {
 
 TEST(StudyConfig, TinyAndGenericDifferWhereTheSpecSays) {
     const json t = preset_config("tiny"), g = preset_config("generic"), s = preset_config("seed");
-    EXPECT_EQ(config_int(t, "sft.epochs"), 8);      // SPEC §10: 8 epochs at 1e-3 reach 83 %
+    EXPECT_EQ(config_int(t, "sft.epochs"), 8);  // SPEC §10: 8 epochs at 1e-3 reach 83 %
     EXPECT_EQ(config_number(t, "sft.lr"), 1e-3);
-    EXPECT_EQ(config_number(t, "reward.lr"), 1e-3); // judge at 1e-3: 100 %
+    EXPECT_EQ(config_number(t, "reward.lr"), 1e-3);  // judge at 1e-3: 100 %
     EXPECT_EQ(config_string(t, "model.shape"), "tiny");
     EXPECT_TRUE(config_bool(t, "pretrain.enabled"));
     EXPECT_TRUE(config_bool(t, "evaluation.sampled"));
@@ -128,15 +128,16 @@ TEST(StudyConfig, FilesAndSetOverrideKnownKeysOnly) {
     fs::path dir = test::fresh_temp_dir("study_config");
     write_file_atomic(dir / "a.json", R"({"sft": {"epochs": 5, "lr": 1}, "ppo": {"missing_eos": "add"}})");
     write_file_atomic(dir / "b.json", R"({"sft": {"epochs": 6}})");
-    json c = effective_config("seed", {dir / "a.json", dir / "b.json"}, {"sft.lr=3e-4", "ppo.missing_eos=replace",
-                                                                        "max_updates=2", "model.system_prompt=Be brief."});
-    EXPECT_EQ(config_int(c, "sft.epochs"), 6);          // later file wins
-    EXPECT_EQ(config_number(c, "sft.lr"), 3e-4);        // --set after files
+    json c =
+        effective_config("seed", {dir / "a.json", dir / "b.json"},
+                         {"sft.lr=3e-4", "ppo.missing_eos=replace", "max_updates=2", "model.system_prompt=Be brief."});
+    EXPECT_EQ(config_int(c, "sft.epochs"), 6);    // later file wins
+    EXPECT_EQ(config_number(c, "sft.lr"), 3e-4);  // --set after files
     EXPECT_TRUE(config_at(c, "sft.lr").is_number_float());
     EXPECT_EQ(config_string(c, "ppo.missing_eos"), "replace");
     EXPECT_EQ(config_optional_int(c, "max_updates"), 2);
     EXPECT_EQ(config_string(c, "model.system_prompt"), "Be brief.");  // not JSON: taken as a string
-    EXPECT_EQ(config_int(c, "sft.accumulation"), 8);    // untouched keys stay
+    EXPECT_EQ(config_int(c, "sft.accumulation"), 8);                  // untouched keys stay
     // An integer given as 1 for a float key is stored as a float: same hash as 1.0.
     json one = effective_config("seed", {}, {"sft.lr=1"}), onef = effective_config("seed", {}, {"sft.lr=1.0"});
     EXPECT_EQ(config_sha256(one), config_sha256(onef));
@@ -196,20 +197,25 @@ TEST(StudyConfig, ValuesAreValidated) {
         {"max_updates=0", "'max_updates' must be null or >= 1"},
         // Integer keys: one bound however the number is written, named errors.
         {"ppo.iterations=1000000000000000000",
-         "key 'ppo.iterations' must be an integer in [-9007199254740992, 9007199254740992] (2^53), got 1000000000000000000"},
+         "key 'ppo.iterations' must be an integer in [-9007199254740992, 9007199254740992] (2^53), got "
+         "1000000000000000000"},
         {"ppo.iterations=1e18", "key 'ppo.iterations' must be an integer in [-9007199254740992, 9007199254740992]"},
-        {"ppo.iterations=18446744073709551615", "must be an integer in [-9007199254740992, 9007199254740992] (2^53), "
-                                                "got 18446744073709551615"},
+        {"ppo.iterations=18446744073709551615",
+         "must be an integer in [-9007199254740992, 9007199254740992] (2^53), "
+         "got 18446744073709551615"},
         {"sft.adapter_seed=-100000000000000000000", "key 'sft.adapter_seed' must be an integer in ["},
-        {"ppo.iterations=10000000000", "'ppo.iterations' must be <= 1000000000 (the bound of every count), got 10000000000"},
+        {"ppo.iterations=10000000000",
+         "'ppo.iterations' must be <= 1000000000 (the bound of every count), got 10000000000"},
         {"ppo.iterations=1e10", "'ppo.iterations' must be <= 1000000000"},
         {"sft.accumulation=4000000000", "'sft.accumulation' must be <= 1000000000"},
         {"max_updates=2000000000", "'max_updates' must be null or <= 1000000000"},
-        {"max_updates=10000000000000000000", "'max_updates' must be an integer in [-9007199254740992, "
-                                             "9007199254740992] (2^53), got 10000000000000000000"},
+        {"max_updates=10000000000000000000",
+         "'max_updates' must be an integer in [-9007199254740992, "
+         "9007199254740992] (2^53), got 10000000000000000000"},
         {"ppo.interrupt_iteration=-1", "'ppo.interrupt_iteration' must be >= 0"},
-        {"lora.rank=1000000000", "'lora.rank' must be <= 65536 (and at most the smallest dimension of the targeted "
-                                 "projections), got 1000000000"},
+        {"lora.rank=1000000000",
+         "'lora.rank' must be <= 65536 (and at most the smallest dimension of the targeted "
+         "projections), got 1000000000"},
     };
     for (auto& [set, fragment] : bad) {
         std::string m = error_of([&] { effective_config("seed", {}, {set}); });
@@ -237,7 +243,8 @@ TEST(StudyConfig, CommandPrintsTheEffectiveConfig) {
     cmd = std::string("'") + bin + "' config --identity > '" + (dir / "id.json").string() + "'";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
     EXPECT_EQ(read_json_file(dir / "id.json"), config_identity(preset_config(kDefaultPreset)));
-    cmd = std::string("'") + bin + "' config --set ppo.iteration=3 > /dev/null 2> '" + (dir / "err2.txt").string() + "'";
+    cmd =
+        std::string("'") + bin + "' config --set ppo.iteration=3 > /dev/null 2> '" + (dir / "err2.txt").string() + "'";
     EXPECT_NE(std::system(cmd.c_str()), 0);
     EXPECT_NE(read_file(dir / "err2.txt").find("'ppo.iteration'"), std::string::npos) << read_file(dir / "err2.txt");
     fs::remove_all(dir);
@@ -255,10 +262,12 @@ TEST(StudyConfig, ConfigFilesAreBoundedRegularFiles) {
     write_file_atomic(dir / "big.json", "{\"sft\": {\"lr\": 0.001}}" + std::string(5u << 20, ' '));
     m = error_of([&] { effective_config("seed", {dir / "big.json"}, {}); });
     EXPECT_NE(m.find("over the 4 MiB limit for configuration files (raise it with PPOLAB_MAX_CONFIG_MIB=<MiB>)"),
-              std::string::npos) << m;
+              std::string::npos)
+        << m;
     write_file_atomic(dir / "dup.json", R"({"sft": {"lr": 0.001, "lr": 0.5}})");
     m = error_of([&] { effective_config("seed", {dir / "dup.json"}, {}); });
-    EXPECT_EQ(m, (dir / "dup.json").string() + ": key 'lr' appears twice in the object at 'sft' (each key may appear once)");
+    EXPECT_EQ(
+        m, (dir / "dup.json").string() + ": key 'lr' appears twice in the object at 'sft' (each key may appear once)");
     // Through the command: the message, not an "unexpected error".
     const test::Output r = test::run_shell("'" + test::ppolab_binary() + "' config --config '" + dir.string() + "'");
     EXPECT_NE(r.rc, 0);

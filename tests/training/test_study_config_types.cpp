@@ -39,8 +39,9 @@ TEST(StudyConfigTypes, EveryPresetRoundTrips) {
         EXPECT_EQ(config_sha256(back), config_sha256(c)) << name;
     }
     // And with overrides of every kind, nullable keys included.
-    const json c = effective_config("generic", {}, {"max_updates=3", "model.shape=qwen2.5-0.5b", "model.eos_token_id=7",
-                                                    "sft.lr=1", R"(lora.targets=["q_proj"])"});
+    const json c = effective_config("generic", {},
+                                    {"max_updates=3", "model.shape=qwen2.5-0.5b", "model.eos_token_id=7", "sft.lr=1",
+                                     R"(lora.targets=["q_proj"])"});
     EXPECT_EQ(StudyConfig::parse(c).to_json().dump(), c.dump());
 }
 

@@ -114,8 +114,7 @@ TEST(RunLock, AnotherProcessIsRefusedWithTheHoldersPidAndCommand) {
         return 0;
     });
     EXPECT_EQ(r.status, 1) << r.said;
-    const std::string want = run.string() + " is in use by pid " + std::to_string(::getpid()) +
-                             " (test_run_lock";
+    const std::string want = run.string() + " is in use by pid " + std::to_string(::getpid()) + " (test_run_lock";
     EXPECT_NE(r.said.find(want), std::string::npos) << r.said;
     EXPECT_NE(r.said.find("); wait for it to finish or stop it"), std::string::npos) << r.said;
     // The refused child changed nothing, and the parent still holds the lock.

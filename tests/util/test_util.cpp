@@ -8,14 +8,14 @@
 #include <optional>
 #include <vector>
 
+#include "support/test_support.h"
 #include "util/bf16.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/gzip.h"
+#include "util/input_limits.h"
 #include "util/json.h"
 #include "util/sha256.h"
-#include "util/input_limits.h"
-#include "support/test_support.h"
 
 using namespace ppolab;
 
@@ -135,7 +135,8 @@ TEST(InputFile, RefusesWhatIsNotARegularFileNamingIt) {
     const fs::path fifo = dir / "pipe";
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
     m = error_of([&] { read_input_file(fifo, InputKind::candidates); });
-    EXPECT_TRUE(contains(m, "candidate file '" + fifo.string() + "' is a FIFO (named pipe), expected a regular file")) << m;
+    EXPECT_TRUE(contains(m, "candidate file '" + fifo.string() + "' is a FIFO (named pipe), expected a regular file"))
+        << m;
 
     // /dev/zero would grow a string without end: refused before any read.
     m = error_of([&] { read_json_file("/dev/zero"); });
@@ -155,8 +156,10 @@ TEST(InputFile, RefusesFilesOverTheLimitBeforeReadingAndTheLimitCanBeRaised) {
     write_file_atomic(big, text);
     ASSERT_EQ(fs::file_size(big), (4u << 20) + 1);
     std::string m = error_of([&] { read_json_file(big, InputKind::config); });
-    EXPECT_TRUE(contains(m, "configuration file '" + big.string() + "' is 4194305 bytes, over the 4 MiB limit for "
-                            "configuration files (raise it with PPOLAB_MAX_CONFIG_MIB=<MiB>)")) << m;
+    EXPECT_TRUE(contains(m, "configuration file '" + big.string() +
+                                "' is 4194305 bytes, over the 4 MiB limit for "
+                                "configuration files (raise it with PPOLAB_MAX_CONFIG_MIB=<MiB>)"))
+        << m;
     // The same bytes are a fine JSON file (64 MiB), and a fine config once the limit is raised.
     EXPECT_EQ(read_json_file(big).at("pad").get<std::string>().size(), (4u << 20) - 12);
     {
@@ -179,7 +182,8 @@ TEST(InputFile, RefusesFilesOverTheLimitBeforeReadingAndTheLimitCanBeRaised) {
     for (const char* bad : {"0", "-1", "2x", "", "99999999"}) {
         ScopedEnv wrong("PPOLAB_MAX_VOTES_MIB", bad);
         m = error_of([&] { read_input_file(exact, InputKind::votes); });
-        EXPECT_TRUE(contains(m, "environment variable PPOLAB_MAX_VOTES_MIB must be a whole number of MiB")) << bad << ": " << m;
+        EXPECT_TRUE(contains(m, "environment variable PPOLAB_MAX_VOTES_MIB must be a whole number of MiB"))
+            << bad << ": " << m;
     }
     // The documented defaults.
     EXPECT_EQ(input_limit_bytes(InputKind::config), 4u << 20);
@@ -240,8 +244,8 @@ TEST(Json, DuplicateKeysAreRefusedAtAnyDepthNamingKeyAndFile) {
 
 TEST(Json, ValidJsonStillParsesWithRepeatedKeysInSeparateObjects) {
     // The same key in sibling and nested objects is not a duplicate.
-    const json j = parse_json(R"({"a": {"x": 1}, "b": {"x": 2, "a": {"x": 3}}, "l": [{"x": 4}, {"x": 5}], "x": [], "e": {}})",
-                              "ok.json");
+    const json j = parse_json(
+        R"({"a": {"x": 1}, "b": {"x": 2, "a": {"x": 3}}, "l": [{"x": 4}, {"x": 5}], "x": [], "e": {}})", "ok.json");
     EXPECT_EQ(j["a"]["x"], 1);
     EXPECT_EQ(j["b"]["a"]["x"], 3);
     EXPECT_EQ(j["l"][1]["x"], 5);
@@ -276,7 +280,7 @@ TEST(GzipInflater, HandsOutOnlyWhatIsAskedAndSeesTheEnd) {
         in.read_exact(head.data(), head.size(), "the head");
         EXPECT_EQ(head, data.substr(0, 1000));
         EXPECT_EQ(in.produced(), 1000u);
-        EXPECT_FALSE(in.at_end());  // more data follows
+        EXPECT_FALSE(in.at_end());    // more data follows
         EXPECT_LT(pulled, z.size());  // the rest was never pulled
     }
     offset = 0;
@@ -294,9 +298,12 @@ TEST(GzipInflater, HandsOutOnlyWhatIsAskedAndSeesTheEnd) {
         GzipInflater in(source, "a.gz");
         std::string more(data.size() + 10, '\0');
         std::string m = error_of([&] { in.read_exact(more.data(), more.size(), "a promise"); });
-        EXPECT_TRUE(contains(m, "a.gz: gzip stream is truncated (a promise: 300010 bytes expected, the stream ends after 300000)")) << m;
+        EXPECT_TRUE(contains(
+            m, "a.gz: gzip stream is truncated (a promise: 300010 bytes expected, the stream ends after 300000)"))
+            << m;
     }
     // Bytes after the stream are refused.
     const std::string twice = z + z;
-    EXPECT_TRUE(contains(error_of([&] { gzip_decompress(twice, "two.gz"); }), "two.gz: unexpected bytes after the gzip stream"));
+    EXPECT_TRUE(contains(error_of([&] { gzip_decompress(twice, "two.gz"); }),
+                         "two.gz: unexpected bytes after the gzip stream"));
 }
