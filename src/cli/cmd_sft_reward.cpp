@@ -1,4 +1,4 @@
-// cmd_warmstart.cpp — `ppolab sft`, `ppolab reward`, `ppolab reward-test`,
+// cmd_sft_reward.cpp — `ppolab sft`, `ppolab reward`, `ppolab reward-test`,
 // `ppolab resume-check` (SPEC §3, §6).
 #include <cstdio>
 
