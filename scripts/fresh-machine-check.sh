@@ -22,6 +22,8 @@
 #   scripts/fresh-machine-check.sh --study-only     # only the first command
 #   scripts/fresh-machine-check.sh --study-only --full-study   # the real default study (its time in the README)
 #   scripts/fresh-machine-check.sh --keep           # keep the root afterwards (printed)
+#   scripts/fresh-machine-check.sh --run 'CMD'      # only CMD in the fresh root (one step,
+#       e.g. 'scripts/install.sh --tests && cmake -S . -B build >/dev/null && scripts/lint.sh')
 set -euo pipefail
 # Every mount below lives in a private mount namespace of this script: none
 # can reach this machine's own /dev or /proc, and all vanish with the script.
@@ -30,14 +32,16 @@ if [ "$(id -u)" = 0 ] && [ -z "${PPOLAB_FRESH_NAMESPACE:-}" ]; then
 fi
 cd "$(dirname "$0")/.."
 REPO=$PWD
-OMIT="" STUDY_ONLY=0 KEEP=0 FULL_STUDY=0
+OMIT="" STUDY_ONLY=0 KEEP=0 FULL_STUDY=0 RUN_CMD=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --omit) OMIT=${2:?--omit needs a package name}; shift 2 ;;
     --study-only) STUDY_ONLY=1; shift ;;
     --full-study) FULL_STUDY=1; shift ;;
     --keep) KEEP=1; shift ;;
-    *) echo "usage: scripts/fresh-machine-check.sh [--omit PKG] [--study-only] [--full-study] [--keep]" >&2; exit 2 ;;
+    --run) RUN_CMD=${2:?--run needs a command}; shift 2 ;;
+    *) echo "usage: scripts/fresh-machine-check.sh [--omit PKG] [--study-only] [--full-study] [--keep] [--run CMD]" >&2
+       exit 2 ;;
   esac
 done
 [ "$(id -u)" = 0 ] || { echo "fresh-machine-check: must run as root (debootstrap, chroot, mount)" >&2; exit 2; }
@@ -144,6 +148,17 @@ bind "$CACHE/pip" "$ROOT/root/.cache/pip"
 inside() { chroot "$ROOT" /usr/bin/env -i "${ENV[@]}" /bin/bash -c "cd /root/ppolab && $1"; }
 
 status=0
+if [ -n "$RUN_CMD" ]; then
+  t1=$SECONDS
+  echo "== (fresh root) $RUN_CMD"
+  set +e
+  inside "$RUN_CMD" 2>&1
+  status=$?
+  set -e
+  echo "fresh-machine-check: --run command $([ $status = 0 ] && echo passed || echo FAILED) (exit $status) in" \
+       "$((SECONDS - t1)) s, $((SECONDS - t0)) s in all (commit $COMMIT)"
+  exit $status
+fi
 t1=$SECONDS
 echo "== 1/2 (fresh root) $STUDY_CMD ${MICRO[*]}"
 if inside "$STUDY_CMD ${MICRO[*]}" >"$ROOT.study.log" 2>&1; then
