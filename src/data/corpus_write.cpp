@@ -154,7 +154,7 @@ ordered_json corpus_write(const Corpus& corpus, const fs::path& dir) {
              "' (a new corpus needs a new folder, and a changed corpus a new revision)");
     const ordered_json audit = corpus_audit(corpus);
     CorpusFiles files = corpus_files(corpus);
-    const ordered_json manifest = corpus_manifest(corpus, audit, files);
+    ordered_json manifest = corpus_manifest(corpus, audit, files);
     publish(dir, files, manifest);
     return manifest;
 }

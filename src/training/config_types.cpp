@@ -111,6 +111,8 @@ struct Field {
 template <class S>
 const std::vector<Field<S>>& fields_of();
 
+// Struct is a type (a template argument), so it cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define PPOLAB_FIELD_TABLE(Struct, LIST)                                             \
     template <>                                                                      \
     const std::vector<Field<Struct>>& fields_of<Struct>() {                          \
@@ -118,6 +120,7 @@ const std::vector<Field<S>>& fields_of();
         static const std::vector<Field<Struct>> table = {LIST(PPOLAB_CONFIG_FIELD)}; \
         return table;                                                                \
     }
+// NOLINTEND(bugprone-macro-parentheses)
 
 PPOLAB_FIELD_TABLE(CorpusSection, PPOLAB_CORPUS_FIELDS)
 PPOLAB_FIELD_TABLE(ModelSection, PPOLAB_MODEL_FIELDS)

@@ -650,8 +650,8 @@ static json pretrain_identity(const PretrainConfig& config, const std::vector<Pr
 static fs::path new_staging_folder(const fs::path& out) {
     const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
     std::random_device rd;
-    const fs::path staging = parent / ("." + out.filename().string() + ".pretrain" + std::to_string(::getpid()) + "-" +
-                                       std::to_string(rd()));
+    fs::path staging = parent / ("." + out.filename().string() + ".pretrain" + std::to_string(::getpid()) + "-" +
+                                 std::to_string(rd()));
     create_new_directory(staging);
     return staging;
 }
