@@ -62,12 +62,18 @@ static int run_pretrain(const Args& args) {
     }
     std::vector<fs::path> files;
     for (const std::string& f : args.all("config")) files.emplace_back(f);
-    const json study = effective_config(args.get("preset", kDefaultPreset), files, study_sets);
+    json study = effective_config(args.get("preset", kDefaultPreset), files, study_sets);
+    // --replicate K: a replicate that pretrains its own base (replicates.repretrain_base).
+    const RunLayout run = run_layout(args, study);
     const StudyConfig study_config = StudyConfig::parse(study);
+    if (run.is_replicate() && !run.own_base)
+        fail("--replicate ", args.get("replicate"), ": the replicates share the study's base ",
+             "(replicates.repretrain_base = false); pretrain it once, without --replicate");
     if (!study_config.pretrain.enabled)
         fail("preset '", args.get("preset", kDefaultPreset),
              "' does not pretrain (pretrain.enabled = false): ", "it loads a given model");
     PretrainConfig config = PretrainConfig::from_study(study);
+    config.seed = study_config.seed(static_cast<int64_t>(config.seed));  // the study's seed rule (config_types.h)
     for (const std::string& s : own_sets) config.set(s);
     if (args.has("seed")) config.seed = static_cast<uint64_t>(args.get_int("seed", 0));
 
@@ -88,8 +94,7 @@ static int run_pretrain(const Args& args) {
         manifest_where = "the corpus generated in memory";
         provenance["corpus"] = "generated in memory (no --run)";
     } else {
-        const RunLayout run{args.get("run", "runs/default")};
-        lock = open_run_folder(run.root, RunAccess::write);
+        lock = open_run_folder(run.study(), RunAccess::write);
         out = run.base();
         GuardedReader reader("pretrain", corpus_read_roots(run.corpus(), CorpusAccess::learn));
         manifest = load_manifest(reader, run.corpus());

@@ -16,11 +16,11 @@ int run_report(const Args& args) {
     // the report reads only the run folder, and writes into it (holding its
     // lock) unless --out FILE lies elsewhere.
     args.allow_only(with_stage_options({"out"}));
-    const RunLayout run{args.get("run", "runs/default")};
+    const RunLayout run = stage_options(args, RunAccess::read).run;
     const fs::path out = args.has("out") ? fs::path(args.get("out")) : run.report_html();
-    const StageOptions o = stage_options(args, path_inside(out, run.root) ? RunAccess::write : RunAccess::read);
+    const StageOptions o = stage_options(args, path_inside(out, run.study()) ? RunAccess::write : RunAccess::read);
     if (fs::exists(out)) fail("refusing to overwrite ", out.string(), " (report writes it once)");
-    write_report(o.run, out);
+    write_report(o.run.root, out);
     std::printf("report: %s\n", out.string().c_str());
     return 0;
 }

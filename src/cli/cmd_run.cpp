@@ -11,6 +11,7 @@
 // overwritten.
 #include <chrono>
 #include <cstdio>
+#include <functional>
 
 #include "cli/command.h"
 #include "cli/stage_options.h"
@@ -37,63 +38,156 @@ struct Step {
     bool optional_command = false;      // skipped when this build has no such command
 };
 
+// The steps of one chain (RUN itself, or replicate k: `--replicate k`).
+// Only the first chain proves exact resume (interrupt, continuous, resume
+// and the bitwise check of each stage); the others run each stage once,
+// continuously (the mode that writes final/).
+void chain_steps(std::vector<Step>& steps, const RunLayout& run, const std::string& R,
+                 const std::vector<std::string>& chain, const std::string& prefix, bool proofs, bool pretrain,
+                 const std::function<std::vector<std::string>(std::vector<std::string>)>& with) {
+    auto in_chain = [&](std::vector<std::string> argv) {
+        argv.insert(argv.end(), chain.begin(), chain.end());
+        return with(std::move(argv));
+    };
+    if (pretrain)
+        steps.push_back({prefix + "pretrain",
+                         in_chain({"pretrain", "--run", R}),
+                         run.pretrain_report(),
+                         {pretrain_checkpoint_path(run.base())}});
+    const std::vector<std::string> modes =
+        proofs ? std::vector<std::string>{"interrupt", "continuous", "resume"} : std::vector<std::string>{"continuous"};
+    for (const std::string stage : {"sft", "reward", "ppo"}) {
+        for (const std::string& mode : modes) {
+            const fs::path ck = checkpoint_path(run.stage(stage), mode);
+            std::vector<fs::path> cks = {ck};
+            if (stage == "ppo") cks.push_back(ck.parent_path() / (mode + ".report-extras.json"));
+            steps.push_back({prefix + stage + "-" + mode, in_chain({stage, "--run", R, "--mode", mode}),
+                             run.report(stage, mode), cks});
+        }
+        if (proofs) {
+            std::vector<std::string> check = {"resume-check", stage, "--run", R};
+            check.insert(check.end(), chain.begin(), chain.end());
+            steps.push_back({prefix + "resume-check-" + stage, check, run.resume_check(stage), {}});
+        }
+        if (stage == "reward")
+            steps.push_back({prefix + "reward-test", in_chain({"reward-test", "--run", R}), run.reward_test(), {}});
+    }
+    steps.push_back(
+        {prefix + "evaluate", in_chain({"evaluate", "--run", R}), metrics_path(run, EvalSet::held_out), {}, true});
+    steps.push_back({prefix + "overoptimisation", in_chain({"overoptimisation", "--run", R}),
+                     run.eval() / "overoptimisation.json", {}, true});
+    steps.push_back({prefix + "exercise", in_chain({"exercise", "--run", R}), run.exercise(), {}, true});
+}
+
 std::vector<Step> study_steps(const RunLayout& run, const json& config, const std::vector<std::string>& common) {
     auto with = [&](std::vector<std::string> argv) {
         argv.insert(argv.end(), common.begin(), common.end());
         return argv;
     };
+    const StudyConfig cfg = StudyConfig::parse(config);
+    const int64_t K = cfg.replicates.count;
+    const bool own_bases = K > 1 && cfg.replicates.repretrain_base && cfg.pretrain.enabled;
     const std::string R = run.root.string();
     std::vector<Step> steps;
     steps.push_back({"prepare", with({"prepare", "--run", R}), run.corpus() / "manifest.json", {}});
-    if (StudyConfig::parse(config).pretrain.enabled)
+    if (cfg.pretrain.enabled && !own_bases)
         steps.push_back({"pretrain",
                          with({"pretrain", "--run", R}),
                          run.pretrain_report(),
                          {pretrain_checkpoint_path(run.base())}});
-    for (const std::string stage : {"sft", "reward", "ppo"}) {
-        for (const std::string mode : {"interrupt", "continuous", "resume"}) {
-            const fs::path ck = checkpoint_path(run.stage(stage), mode);
-            std::vector<fs::path> cks = {ck};
-            if (stage == "ppo") cks.push_back(ck.parent_path() / (mode + ".report-extras.json"));
-            steps.push_back(
-                {stage + "-" + mode, with({stage, "--run", R, "--mode", mode}), run.report(stage, mode), cks});
-        }
-        steps.push_back({"resume-check-" + stage, {"resume-check", stage, "--run", R}, run.resume_check(stage), {}});
-        if (stage == "reward")
-            steps.push_back({"reward-test", with({"reward-test", "--run", R}), run.reward_test(), {}});
+    if (K == 1) {
+        chain_steps(steps, run, R, {}, "", true, false, with);
+        steps.push_back({"findings", with({"findings", "--run", R}), run.findings(), {}, true});
+        steps.push_back({"report", with({"report", "--run", R}), run.report_html(), {}, true});
+        return steps;
     }
-    steps.push_back({"evaluate", with({"evaluate", "--run", R}), metrics_path(run, EvalSet::held_out), {}, true});
-    steps.push_back({"exercise", with({"exercise", "--run", R}), run.exercise(), {}, true});
-    steps.push_back({"report", with({"report", "--run", R}), run.report_html(), {}, true});
+    for (int64_t k = 0; k < K; ++k)
+        chain_steps(steps, RunLayout::replicate(run.root, k, own_bases), R, {"--replicate", std::to_string(k)},
+                    "replicate-" + std::to_string(k) + "/", k == 0, own_bases, with);
+    steps.push_back({"findings", with({"findings", "--run", R}), run.findings(), {}, true});
+    // The set's report: replicate 0's stages and the set's findings.
+    steps.push_back({"report", with({"report", "--run", R, "--replicate", "0", "--out", run.report_html().string()}),
+                     run.report_html(), {}, true});
     return steps;
+}
+
+// "sft-continuous" → "sft continuous"; "replicate-2/ppo-continuous" →
+// "replicate 2 ppo continuous".
+std::string step_label(const std::string& name) {
+    std::string chain, label = name;
+    if (const size_t slash = name.find('/'); slash != std::string::npos) {
+        chain = name.substr(0, slash) + " ";
+        chain[chain.find('-')] = ' ';
+        label = name.substr(slash + 1);
+    }
+    if (const size_t dash = label.find('-');
+        dash != std::string::npos && label.rfind("resume-check", 0) != 0 && label != "reward-test")
+        label[dash] = ' ';
+    return chain + label;
 }
 
 json read_or_null(const fs::path& p) { return fs::exists(p) ? read_json_file(p) : json(); }
 
-// results.json: what the study found, gathered from the stage outputs.
+// The chains of the study: RUN itself, or its K replicates.
+std::vector<RunLayout> study_chains(const RunLayout& run, const StudyConfig& cfg) {
+    if (cfg.replicates.count == 1) return {run};
+    std::vector<RunLayout> chains;
+    for (int64_t k = 0; k < cfg.replicates.count; ++k)
+        chains.push_back(RunLayout::replicate(run.root, k, cfg.replicates.repretrain_base && cfg.pretrain.enabled));
+    return chains;
+}
+
+json reward_test_summary(const RunLayout& chain) {
+    json rt = read_or_null(chain.reward_test());
+    if (rt.is_null()) return rt;
+    return {{"pairs", rt["pairs"]}, {"correct", rt["correct"]}, {"ties", rt["ties"]}, {"accuracy", rt["accuracy"]}};
+}
+
+// results.json: what the study found, gathered from the stage outputs and,
+// when the findings step ran, its intervals and verdict. The per-chain
+// numbers (`actor`, `reward_test`, `resume_checks`, `exercise`) are the
+// first chain's (the one that proves exact resume); `per_replicate` has
+// every chain's seed, judge accuracy and test success.
 json gather_results(const RunLayout& run, const json& config, const json& state, const std::vector<Step>& steps) {
+    const StudyConfig cfg = StudyConfig::parse(config);
+    const std::vector<RunLayout> chains = study_chains(run, cfg);
+    const RunLayout& first = chains.front();
     json r;
     r["study"] = config_identity(config);
     r["scope"] =
         "Simulated preferences from a finite rubric; no human study. The learned score is a predicted "
         "simulated-preference score, not human utility.";
+    r["replicates"] = cfg.replicates.count;
     json checks = json::object();
     for (const char* s : {"sft", "reward", "ppo"}) {
-        json c = read_or_null(run.resume_check(s));
+        json c = read_or_null(first.resume_check(s));
         checks[s] = c.is_null() ? "MISSING" : c["status"];
     }
     r["resume_checks"] = checks;
-    json rt = read_or_null(run.reward_test());
-    if (!rt.is_null())
-        r["reward_test"] = {
-            {"pairs", rt["pairs"]}, {"correct", rt["correct"]}, {"ties", rt["ties"]}, {"accuracy", rt["accuracy"]}};
-    json metrics = read_or_null(run.eval() / "metrics.json");
+    if (json rt = reward_test_summary(first); !rt.is_null()) r["reward_test"] = rt;
+    json metrics = read_or_null(first.eval() / "metrics.json");
     if (!metrics.is_null()) r["actor"] = metrics;
-    json ex = read_or_null(run.exercise());
+    json ex = read_or_null(first.exercise());
     if (!ex.is_null())
         for (const char* k : {"wrong_polite_outranks_correct_plain", "mean_incorrect_politeness_delta",
                               "mean_correct_politeness_delta", "contexts"})
             if (ex.contains(k)) r["exercise"][k] = ex[k];
+    json per = json::array();
+    for (size_t k = 0; k < chains.size(); ++k) {
+        json m = read_or_null(chains[k].eval() / "metrics.json");
+        json row = {{"replicate", k}, {"study_seed", cfg.study.seed + static_cast<int64_t>(k)},
+                    {"reward_test", reward_test_summary(chains[k])}};
+        for (const char* policy : {"sft", "ppo"})
+            if (!m.is_null() && m.contains(policy))
+                row[policy] = {{"test_rubric_success", m[policy]["test"]["rubric_success_rate_all_outputs"]},
+                               {"test_mean_learned_reward", m[policy]["test"]["mean_learned_reward"]}};
+        per.push_back(row);
+    }
+    r["per_replicate"] = per;
+    json findings = read_or_null(run.findings());
+    if (!findings.is_null())
+        for (const char* k : {"confidence", "policies", "ppo_minus_sft", "verdict", "overoptimisation", "diagnostics"})
+            if (findings.contains(k)) r[k] = findings[k];
     json seconds = json::object();
     for (const auto& [name, s] : state["steps"].items()) seconds[name] = s["seconds"];  // null: finished before a kill
     r["seconds"] = seconds;
@@ -108,7 +202,7 @@ json gather_results(const RunLayout& run, const json& config, const json& state,
 }
 
 int run_study(const Args& args) {
-    args.allow_only({"preset", "config", "set", "model", "out", "resume"});
+    args.allow_only({"preset", "config", "set", "model", "out", "resume", "replicates"});
     if (args.has("resume") && args.has("out")) fail("give --out DIR for a new run or --resume DIR, not both");
     const bool resuming = args.has("resume");
     RunLayout run{args.has("resume") ? args.get("resume") : args.get("out", "runs/default")};
@@ -135,12 +229,15 @@ int run_study(const Args& args) {
     json state;
     if (resuming) {
         state = read_json_file(state_path);
-        for (const char* o : {"preset", "config", "set", "model"})
+        for (const char* o : {"preset", "config", "set", "model", "replicates"})
             if (args.has(o)) fail("--resume continues with the recorded options; --", o, " cannot change them");
     } else {
+        // --replicates K is replicates.count = K, after every --set.
+        std::vector<std::string> sets = args.all("set");
+        if (args.has("replicates")) sets.push_back("replicates.count=" + args.get("replicates"));
         json options{{"preset", args.get("preset", kDefaultPreset)},
                      {"config", args.all("config")},
-                     {"set", args.all("set")},
+                     {"set", sets},
                      {"model", args.has("model") ? json(args.get("model")) : json()}};
         state = {{"format", "ppolab-run-state"}, {"options", options}, {"steps", json::object()}};
         write_json_atomic(state_path, state);
@@ -185,11 +282,7 @@ int run_study(const Args& args) {
             write_json_atomic(state_path, state, Overwrite::replace);
             continue;
         }
-        std::string label = step.name;
-        if (const size_t dash = label.find('-');
-            dash != std::string::npos && step.name.rfind("resume-check", 0) != 0 && step.name != "reward-test")
-            label[dash] = ' ';  // "sft-continuous" → "sft continuous"
-        label = "step " + std::to_string(index + 1) + "/" + std::to_string(steps.size()) + " " + label;
+        std::string label = "step " + std::to_string(index + 1) + "/" + std::to_string(steps.size()) + " " + step_label(step.name);
         Progress::set_context(label);
         std::printf("\n== %s\n>> %s\n", label.c_str(), line.c_str());
         std::fflush(stdout);

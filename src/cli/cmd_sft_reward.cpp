@@ -96,7 +96,7 @@ static Command reward_test_cmd(
 
 static Command resume_check_cmd(
     "resume-check",
-    "resume-check sft|reward|ppo --run DIR   bitwise comparison of continuous and resumed states\n"
+    "resume-check sft|reward|ppo --run DIR [--replicate K]   bitwise comparison of continuous and resumed states\n"
     "                            | resume-check --states A.state.gz B.state.gz   the same for any two state files",
     {"states"}, [](const Args& args) {
         if (args.has("states")) {
@@ -112,13 +112,18 @@ static Command resume_check_cmd(
                             : ("  first difference: " + r["first_difference"].get<std::string>() + "\n").c_str());
             return r["status"] == "PASS" ? 0 : 1;
         }
-        args.allow_only({"run"});
+        args.allow_only({"run", "replicate"});
         if (args.positional().size() != 1) fail("resume-check needs one stage: sft, reward or ppo");
         const std::string stage = args.positional()[0];
         if (stage != "sft" && stage != "reward" && stage != "ppo")
             fail("resume-check: stage must be sft, reward or ppo; got '", stage, "'");
         RunLayout run{args.get("run", "runs/default")};
-        const RunLock lock = open_run_folder(run.root, RunAccess::write);  // writes RUN/<stage>/resume-check.json
+        if (args.has("replicate")) {
+            const int64_t k = args.get_int("replicate", 0);
+            if (k < 0) fail("--replicate ", k, ": expected a replicate number >= 0");
+            run = RunLayout::replicate(run.root, k, false);
+        }
+        const RunLock lock = open_run_folder(run.study(), RunAccess::write);  // writes RUN/<stage>/resume-check.json
         json r = resume_check(run, stage);
         std::printf("resume-check %s: %s\n  continuous %s\n  resume     %s\n%s", stage.c_str(),
                     r["status"].get<std::string>().c_str(), r["continuous_sha256"].get<std::string>().c_str(),

@@ -2,6 +2,7 @@
 
 #include <system_error>
 
+#include "training/config_types.h"
 #include "training/study_config.h"
 #include "util/error.h"
 
@@ -9,13 +10,32 @@ namespace ppolab::cli {
 
 StageOptions stage_options(const Args& args, RunAccess access) {
     StageOptions o;
-    o.run = args.get("run", "runs/default");
     std::vector<fs::path> files;
     for (const std::string& f : args.all("config")) files.emplace_back(f);
     o.config = effective_config(args.get("preset", kDefaultPreset), files, args.all("set"));
+    o.run = run_layout(args, o.config);
     if (args.has("model")) o.model = fs::path(args.get("model"));
-    o.lock = open_run_folder(o.run, access);
+    o.lock = open_run_folder(o.run.study(), access);
+    // A replicate's folder is made once its study exists (write access).
+    std::error_code ec;
+    if (o.run.is_replicate() && access != RunAccess::read && fs::is_directory(o.run.study(), ec)) {
+        fs::create_directories(o.run.root, ec);
+        if (ec) fail("cannot create the replicate folder '", o.run.root.string(), "': ", ec.message());
+    }
     return o;
+}
+
+RunLayout run_layout(const Args& args, json& config) {
+    const fs::path run = args.get("run", "runs/default");
+    if (!args.has("replicate")) return RunLayout{run};
+    const int64_t k = args.get_int("replicate", 0);
+    const StudyConfig cfg = StudyConfig::parse(config);
+    if (k < 0 || k >= cfg.replicates.count)
+        fail("--replicate ", k, ": expected a replicate of the set, 0 to ", cfg.replicates.count - 1,
+             " (replicates.count = ", cfg.replicates.count, ")");
+    config["study"]["seed"] = cfg.study.seed + k;
+    validate_study_config(config);
+    return RunLayout::replicate(run, k, cfg.replicates.repretrain_base && cfg.pretrain.enabled);
 }
 
 std::vector<std::string> with_stage_options(std::vector<std::string> extra) {

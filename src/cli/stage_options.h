@@ -1,5 +1,6 @@
 // stage_options.h — the options every stage shares (SPEC command-line
 // contract): --run DIR, --preset P, --config FILE…, --set key=value…, --model DIR,
+// --replicate K (replicate K of a set: RUN/replicates/K, study.seed + K),
 // and the one place where a command opens its run folder: a command that
 // writes into RUN holds RUN's lock (util/run_lock.h) for as long as it runs.
 #pragma once
@@ -8,12 +9,13 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "training/run_layout.h"
 #include "util/json.h"
 #include "util/run_lock.h"
 
 namespace ppolab::cli {
 
-inline const std::vector<std::string> kStageOptions = {"run", "preset", "config", "set", "model"};
+inline const std::vector<std::string> kStageOptions = {"run", "preset", "config", "set", "model", "replicate"};
 
 // What a command does with its run folder.
 enum class RunAccess {
@@ -25,8 +27,8 @@ enum class RunAccess {
 };
 
 struct StageOptions {
-    fs::path run;
-    json config;
+    RunLayout run;  // RUN, or replicate K of the study in RUN
+    json config;    // effective config; a replicate's study.seed is the set's + K
     std::optional<fs::path> model;
     RunLock lock;  // held while the command runs (RunAccess::write, create)
 };
@@ -35,6 +37,10 @@ struct StageOptions {
 // with `access`.
 StageOptions stage_options(const Args& args, RunAccess access = RunAccess::write);
 std::vector<std::string> with_stage_options(std::vector<std::string> extra);
+// The run folder of --run and --replicate for `config` (the effective config
+// before the replicate's seed): RUN itself, or replicate K of RUN (an Error
+// unless 0 <= K < replicates.count). Adds K to config's study.seed.
+RunLayout run_layout(const Args& args, json& config);
 
 // Opens `run` with `access` for the commands that do not take the stage
 // options (ppolab run, pretrain, resume-check, feedback label-ai): the

@@ -135,6 +135,8 @@ PPOLAB_FIELD_TABLE(PpoConfig, PPOLAB_PPO_FIELDS)
 PPOLAB_FIELD_TABLE(EvaluationConfig, PPOLAB_EVALUATION_FIELDS)
 PPOLAB_FIELD_TABLE(FeedbackConfig, PPOLAB_FEEDBACK_FIELDS)
 PPOLAB_FIELD_TABLE(CheckpointConfig, PPOLAB_CHECKPOINT_FIELDS)
+PPOLAB_FIELD_TABLE(StudySection, PPOLAB_STUDY_FIELDS)
+PPOLAB_FIELD_TABLE(ReplicatesSection, PPOLAB_REPLICATES_FIELDS)
 PPOLAB_FIELD_TABLE(StudyConfig, PPOLAB_TOP_FIELDS)
 
 template <class T>
@@ -265,6 +267,8 @@ std::vector<std::string> names_of() {
 // f(name, meaning, member pointer).
 template <class F>
 void for_each_section(F&& f) {
+    f("study", "the chain's seed, from which every stage seed derives", &StudyConfig::study);
+    f("replicates", "independent chains of one study (outside the config hash)", &StudyConfig::replicates);
     f("corpus", "the synthetic OfficeHelpPrefs corpus (SPEC §1)", &StudyConfig::corpus);
     f("model", "the frozen base model every role adapts (SPEC §2)", &StudyConfig::model);
     f("pretrain", "pretraining the tiny base model from scratch (SPEC §10)", &StudyConfig::pretrain);

@@ -244,6 +244,31 @@ struct CheckpointConfig {
     PPOLAB_CHECKPOINT_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
+// study: the one seed every stochastic seed of a chain derives from.
+// The rule (StudyConfig::seed): a configured stage seed S is used as
+// S + 1000 × study.seed, so study.seed 0 runs the preset's seeds unchanged.
+// It applies to the adapter and head initialisations, the row, pair and
+// prompt orders, PPO's rollout sampling and evaluation's sampling
+// (sft.*_seed, reward.*_seed, ppo.*_seed, evaluation.sample_seed) and to
+// pretrain.seed; never to the corpus (corpus.seed, feedback.split_seed,
+// feedback.candidate_seed): every replicate learns from the same data.
+#define PPOLAB_STUDY_FIELDS(X) \
+    X(int64_t, seed, "seed", field::range(0, 1000000), "the chain's seed; replicate k of a set runs study.seed + k")
+struct StudySection {
+    PPOLAB_STUDY_FIELDS(PPOLAB_CONFIG_MEMBER)
+};
+
+// replicates: how many independent chains `ppolab run` trains (outside the
+// config hash: each chain's numbers are named by its study.seed).
+#define PPOLAB_REPLICATES_FIELDS(X)                                                                     \
+    X(int64_t, count, "chains", field::count(1),                                                        \
+      "independent SFT -> judge -> PPO -> evaluation chains on one corpus (RUN/replicates/<k>/ when > 1)") \
+    X(bool, repretrain_base, "flag", field::any(),                                                      \
+      "tiny preset: each replicate also pretrains its own base (pretrain.seed derived); off: one shared base")
+struct ReplicatesSection {
+    PPOLAB_REPLICATES_FIELDS(PPOLAB_CONFIG_MEMBER)
+};
+
 // The top-level keys that are not sections.
 #define PPOLAB_TOP_FIELDS(X)                                                                                 \
     X(std::string, preset, "name", field::any(), "the preset this config starts from (tiny, seed, generic)") \
@@ -254,6 +279,8 @@ struct CheckpointConfig {
 // The whole effective config, one member per top-level key.
 struct StudyConfig {
     PPOLAB_TOP_FIELDS(PPOLAB_CONFIG_MEMBER)
+    StudySection study;
+    ReplicatesSection replicates;
     CorpusSection corpus;
     ModelSection model;
     PretrainSection pretrain;
@@ -273,6 +300,8 @@ struct StudyConfig {
     static StudyConfig parse(const json& config);
     // The JSON it was parsed from: parse(c).to_json() == c.
     json to_json() const;
+    // The seed a stage uses for a configured seed (the study section's rule).
+    uint64_t seed(int64_t configured) const { return static_cast<uint64_t>(configured + 1000 * study.seed); }
 };
 
 // One key's documentation, for --explain and the docs.

@@ -40,8 +40,8 @@ PpoSettings PpoSettings::read(const StudyConfig& cfg) {
     s.clip_epsilon = p.clip_epsilon;
     s.value_loss_coef = p.value_loss_coef;
     s.clip = p.clip;
-    s.sampler_seed = static_cast<uint64_t>(p.sampler_seed);
-    s.generation_seed = static_cast<uint64_t>(p.generation_seed);
+    s.sampler_seed = cfg.seed(p.sampler_seed);
+    s.generation_seed = cfg.seed(p.generation_seed);
     s.checkpoint_every = cfg.checkpoint.every_iterations;
     return s;
 }

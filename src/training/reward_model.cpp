@@ -132,8 +132,8 @@ json run_reward_model(const Study& s, StageMode mode, const VoteData* votes) {
     check_limits(s, data.validation, true);
 
     // 2. the role: the judge's adapters and scalar head
-    Role role = make_role(s, "reward", RoleKind::reward, static_cast<uint64_t>(s.cfg.reward.adapter_seed),
-                          static_cast<uint64_t>(s.cfg.reward.head_seed));
+    Role role = make_role(s, "reward", RoleKind::reward, s.cfg.seed(s.cfg.reward.adapter_seed),
+                          s.cfg.seed(s.cfg.reward.head_seed));
     data.initial_identity = role.learned_identity();
     data.data_identity = votes ? votes->data_identity : pairs_data_identity(s, manifest);
     data.sampler_stream = 2;

@@ -24,18 +24,41 @@
 //                              durations (timings.json holds them; checkpoints/:
 //                              rows generated so far, while it runs)
 //   RUN/exercise.json, RUN/report.html, RUN/results.json
+//
+// A set of K > 1 replicates (replicates.count, `ppolab run --replicates K`)
+// keeps one corpus (and, unless replicates.repretrain_base, one base) in RUN
+// and each chain in RUN/replicates/<k>/ with the layout above (sft/, reward/,
+// ppo/, eval/, exercise.json, report.html; base/ of its own when it
+// pretrains one); RUN/findings.json, RUN/report.html and RUN/results.json
+// are the set's. A stage reaches replicate k with `--replicate k`.
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 namespace ppolab {
 
 struct RunLayout {
-    std::filesystem::path root;
+    std::filesystem::path root;        // this chain's folder: RUN, or RUN/replicates/<k>
+    std::filesystem::path study_root;  // a replicate's RUN (its corpus and shared base); empty: root itself
+    bool own_base = false;             // a replicate that pretrains its own base (replicates.repretrain_base)
+
+    RunLayout() = default;
+    explicit RunLayout(std::filesystem::path run, std::filesystem::path study = {}, bool own = false)
+        : root(std::move(run)), study_root(std::move(study)), own_base(own) {}
+
+    // Replicate k of the study in `study` (RUN/replicates/<k>).
+    static RunLayout replicate(const std::filesystem::path& study, int64_t k, bool own_base) {
+        return RunLayout{study / "replicates" / std::to_string(k), study, own_base};
+    }
+    // The study's folder: the one its lock and its corpus belong to.
+    std::filesystem::path study() const { return study_root.empty() ? root : study_root; }
+    bool is_replicate() const { return !study_root.empty(); }
 
     std::filesystem::path config() const { return root / "config.json"; }
-    std::filesystem::path corpus() const { return root / "corpus"; }
-    std::filesystem::path base() const { return root / "base"; }
+    std::filesystem::path corpus() const { return study() / "corpus"; }
+    std::filesystem::path base() const { return (own_base ? root : study()) / "base"; }
     std::filesystem::path stage(const std::string& name) const { return root / name; }  // sft|reward|ppo
     std::filesystem::path state(const std::string& stage_name, const std::string& mode) const {
         return stage(stage_name) / (mode + ".state.gz");
@@ -61,6 +84,7 @@ struct RunLayout {
     std::filesystem::path run_state() const { return root / "run-state.json"; }
     std::filesystem::path results() const { return root / "results.json"; }
     std::filesystem::path report_html() const { return root / "report.html"; }
+    std::filesystem::path findings() const { return study() / "findings.json"; }
 };
 
 }  // namespace ppolab

@@ -111,7 +111,7 @@ json run_sft(const Study& s, StageMode mode) {
     check_limits(s, data.validation, false);
 
     // 2. the role: LoRA adapters on the base
-    Role role = make_role(s, "sft", RoleKind::policy, static_cast<uint64_t>(s.cfg.sft.adapter_seed));
+    Role role = make_role(s, "sft", RoleKind::policy, s.cfg.seed(s.cfg.sft.adapter_seed));
     data.initial_identity = role.learned_identity();
     data.data_identity = sft_data_identity(s, manifest);
     data.sampler_stream = 1;

@@ -35,18 +35,18 @@ static int32_t special_id(const Tokenizer& tok, const OptionalString& configured
     return id;
 }
 
-Study Study::open(const json& config, const fs::path& run_root, const std::optional<fs::path>& model_override,
+Study Study::open(const json& config, const RunLayout& run, const std::optional<fs::path>& model_override,
                   const std::string& stage, StageScope scope) {
     Study s;
     s.config = config;
     s.cfg = StudyConfig::parse(config);
-    s.run.root = run_root;
+    s.run = run;
     s.model_dir = resolve_model_dir(s.cfg, s.run, model_override);
 
     std::vector<fs::path> roots = corpus_read_roots(s.run.corpus(), scope == StageScope::learn  ? CorpusAccess::learn
                                                                     : scope == StageScope::eval ? CorpusAccess::eval
                                                                                                 : CorpusAccess::all);
-    if (scope == StageScope::all) roots = {s.run.root};
+    if (scope == StageScope::all) roots = {s.run.root, s.run.study()};  // a replicate's corpus is its study's
     roots.push_back(s.model_dir);
     // Learning stages read their own outputs; evaluation's generation reads
     // the policies and the judge, and writes eval/. Neither reads the other's.

@@ -43,7 +43,7 @@ struct Study {
     // Loads the base named by the config (RUN/base for the tiny preset,
     // `model_override` — `--model DIR` — otherwise), checks the seed pin and
     // the EOS/PAD ids, and builds the stage's guarded reader.
-    static Study open(const json& config, const fs::path& run_root, const std::optional<fs::path>& model_override,
+    static Study open(const json& config, const RunLayout& run, const std::optional<fs::path>& model_override,
                       const std::string& stage, StageScope scope);
 
     const GuardedReader& reader() const { return *reader_; }

@@ -135,11 +135,14 @@ json effective_config(std::string_view preset, const std::vector<fs::path>& conf
 void validate_study_config(const json& c) { (void)StudyConfig::parse(c); }
 
 std::string config_sha256(const json& config) {
-    // How often checkpoints are written changes no number of the study: a
-    // run may be resumed with another frequency.
-    if (!config.is_object() || !config.contains("checkpoint")) return sha256_hex(config.dump());
+    // How often checkpoints are written changes no number of the study (a
+    // run may be resumed with another frequency), nor how many replicates a
+    // set has (each chain is named by its study.seed).
+    if (!config.is_object() || (!config.contains("checkpoint") && !config.contains("replicates")))
+        return sha256_hex(config.dump());
     json numbers = config;
     numbers.erase("checkpoint");
+    numbers.erase("replicates");
     return sha256_hex(numbers.dump());
 }
 

@@ -34,7 +34,7 @@ SupervisedSettings SupervisedSettings::read(const StudyConfig& cfg, const std::s
         s.min_lr_ratio = c.min_lr_ratio;
         s.weight_decay = c.weight_decay;
         s.clip = c.clip;
-        s.sampler_seed = static_cast<uint64_t>(c.sampler_seed);
+        s.sampler_seed = cfg.seed(c.sampler_seed);
     };
     if (stage == "sft") {
         common(cfg.sft);

@@ -64,7 +64,7 @@ TEST(PpoIteration, NumbersMatchAnIndependentComputation) {
     const fs::path run = micro_run();
     ASSERT_TRUE(fs::exists(run / "reward" / "final"));
     const json config = effective_config("tiny", {}, kSets);
-    const Study s = Study::open(config, run, std::nullopt, "ppo", StageScope::learn);
+    const Study s = Study::open(config, RunLayout{run}, std::nullopt, "ppo", StageScope::learn);
     const FaultHooks none;
     PpoRun ppo(s, none, run.parent_path() / "rollouts");
     const PpoSettings& cfg = ppo.settings();
