@@ -207,7 +207,7 @@ TEST(OveroptFit, NoPeak) {
     EXPECT_FALSE(fit_rl(d, rl_up).has_peak);
 }
 
-// The ordinary least-squares standard errors σ·sqrt(diag((XᵀX)⁻¹)) for columns (d, x2), by a direct 2 × 2 inverse.
+// The ordinary least-squares standard errors σ·sqrt(diag((XᵀX)⁻¹)) for columns (d, x2), by a 2×2 inverse.
 std::pair<double, double> standard_errors(const std::vector<double>& d, const std::vector<double>& x2, double sigma) {
     double a = 0, b = 0, c = 0;
     for (size_t i = 0; i < d.size(); ++i) a += d[i] * d[i], b += d[i] * x2[i], c += x2[i] * x2[i];
@@ -216,10 +216,11 @@ std::pair<double, double> standard_errors(const std::vector<double>& d, const st
 }
 
 TEST(OveroptFit, NoisyDataRecoverAlphaBetaWithinFourStandardErrors) {
-    // Gaussian noise σ = 0.02 on 40 points: the estimates are unbiased with the OLS covariance σ²(XᵀX)⁻¹; each is
-    // checked within 4 of its standard errors (a 6e-5 chance to fail per check for a correct fit; the seeds are
-    // fixed so the test is deterministic). rmse² = SSE/40 with SSE/σ² ~ χ²(38): rmse/σ ≈ sqrt(38/40) with a
-    // standard deviation ≈ sqrt(76)/38/2 = 11%; ±0.45 is 4 of them.
+    // Gaussian noise σ = 0.02 on 40 points: the estimates are unbiased with the OLS covariance
+    // σ²(XᵀX)⁻¹; each is checked within 4 of its standard errors (a 6e-5 chance to fail per check for
+    // a correct fit; the seeds are fixed so the test is deterministic). rmse² = SSE/40 with
+    // SSE/σ² ~ χ²(38): rmse/σ ≈ sqrt(38/40) with a standard deviation ≈ sqrt(76)/38/2 = 11%;
+    // ±0.45 is 4 of them.
     const double sigma = 0.02;
     const std::vector<double> d = grid(0.1, 0.1, 40);
     for (uint64_t seed : {1, 2, 3}) {
