@@ -93,7 +93,7 @@ const std::map<std::pair<std::string, std::string>, Outcome>& outcomes() {
         {{"up", "down"}, {"improved_judge_down", "the rubric improved although the judge's score fell"}},
         {{"flat", "up"}, {"judge_gain_only", "the judge's gain did not carry over to the rubric"}},
         {{"flat", "flat"}, {"no_change", "no change distinguishable from noise"}},
-        {{"flat", "down"}, {"judge_down_only", "PPO did not raise the judge's score and the rubric did not move"}},
+        {{"flat", "down"}, {"judge_down_only", "the judge's own score fell and the rubric did not move"}},
         {{"down", "up"}, {"exploited", "the policy exploited the judge"}},
         {{"down", "flat"},
          {"degraded_judge_flat", "the rubric got worse without a distinguishable gain in the judge's score"}},

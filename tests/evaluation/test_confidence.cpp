@@ -314,7 +314,7 @@ TEST(Verdict, AllNineCombinations) {
         {gold_flat, proxy_up, "judge_gain_only",
          "changed rubric success on probe by +2 points [\u22124, 8], not distinguishable from noise, while"},
         {gold_flat, proxy_flat, "no_change", "no change distinguishable from noise"},
-        {gold_flat, proxy_down, "judge_down_only", "did not raise the judge's score"},
+        {gold_flat, proxy_down, "judge_down_only", "the judge's own score fell and the rubric did not move"},
         {gold_down, proxy_up, "exploited", "lowered rubric success on probe by 10 points [\u221218, \u22122] while"},
         {gold_down, proxy_flat, "degraded_judge_flat", "without a distinguishable gain in the judge's score"},
         {gold_down, proxy_down, "degraded", "lowered rubric success on probe by 10 points [\u221218, \u22122] and"},
