@@ -306,7 +306,7 @@ int run_study(const Args& args) {
 
 constexpr const char* kRunHelp = R"(
 The whole study, one ppolab command after another, each printed before it runs
-and recorded in RUN/run-state.json:
+and recorded in RUN/run-state.json. With one replicate (--replicates 1):
 
   1 prepare                  the corpus (learn/, eval/, gold/) and its manifest
   2 pretrain                 the tiny base model and its tokenizer (tiny preset only)
@@ -318,34 +318,45 @@ and recorded in RUN/run-state.json:
   12-14 ppo interrupt|continuous|resume    PPO against the frozen judge, three times
   15 resume-check ppo
   16 evaluate                greedy generations of SFT and PPO on test and probe prompts
-  17 exercise                the reward-shortcut exercise
-  18 report                  RUN/report.html
+  17 overoptimisation        PPO's snapshots and best-of-n from SFT: gold and proxy
+                             against the exact KL to SFT
+  18 exercise                the reward-shortcut exercise
+  19 findings                intervals, the verdict, the over-optimisation fits
+  20 report                  RUN/report.html
 Then RUN/results.json and a table on the terminal. (Without pretraining the steps
-are numbered from 1 to 17.)
+are numbered from 1 to 19.)
+
+With K replicates (the tiny preset's default is 5; replicates.count): prepare and
+pretrain once, then K independent chains sft -> reward -> ppo -> evaluate ->
+overoptimisation -> exercise in RUN/replicates/<k>/, chain k with study.seed + k
+(every stage seed derives from it: `ppolab config --explain study.seed`). Only
+chain 0 proves exact resume (interrupt, continuous, resume and the checks); the
+others run each stage once. Then findings (over all chains) and the report.
 
 Presets (--preset):
   tiny     the default: a ~3 M-parameter Qwen2-architecture model ppolab pretrains
-           itself; about 2-3 minutes on 2 cores
+           itself; 5 replicates (BENCHMARKS.md and the README have the time)
   seed     SPEC's exact numbers on Qwen2.5-0.5B-Instruct (--model DIR with its
-           weights); about an hour on 2 cores (BENCHMARKS.md)
+           weights); one replicate, about an hour on 2 cores (BENCHMARKS.md)
   generic  the seed's settings for any Qwen2-family folder (--model DIR)
 
 Options:
   --out DIR       a new run folder (default runs/default); an existing one is refused
   --resume DIR    continue an interrupted run from its newest checkpoint (kill -9 too)
+  --replicates K  K independent chains (replicates.count = K); 1: one chain in RUN itself
   --config F      a JSON overlay on the preset; --set key=value one key
                   (`ppolab config --preset P` prints every key)
   --model DIR     a Hugging Face Qwen2 folder (seed and generic presets)
 
 Examples:
   ppolab run                                   # the embedded study into runs/default
-  ppolab run --out /tmp/quick --set ppo.iterations=20
+  ppolab run --out /tmp/quick --replicates 1 --set ppo.iterations=20
   ppolab run --resume runs/default             # after an interruption
   ppolab run --preset seed --model /models/Qwen2.5-0.5B-Instruct --out runs/seed
 )";
 
 static Command run_cmd("run",
-                       "run [--preset P] [--model DIR] [--out DIR] [--config F] [--set k=v] | run --resume DIR\n"
+                       "run [--preset P] [--model DIR] [--out DIR] [--replicates K] [--config F] [--set k=v] | run --resume DIR\n"
                        "                            the whole study (default: embedded tiny model, runs/default)",
                        {}, run_study, kRunHelp);
 

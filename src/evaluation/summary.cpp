@@ -65,7 +65,48 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
          (at(r, {"study", "preset"}).is_string() ? at(r, {"study", "preset"}).get<std::string>() : std::string(kNone)) +
          ") ==");
     line("");
-    line("held-out greedy generations");
+    // The answer first: the findings' verdict and intervals (results.json).
+    // `text` wrapped at word boundaries, every line indented by `indent`.
+    auto wrap = [&](const std::string& text, const std::string& indent) {
+        std::string cur = indent;
+        size_t pos = 0;
+        while (pos < text.size()) {
+            size_t next = text.find(' ', pos);
+            if (next == std::string::npos) next = text.size();
+            const std::string w = text.substr(pos, next - pos);
+            if (cur.size() > indent.size() && cur.size() + 1 + w.size() >= static_cast<size_t>(kSummaryColumns)) {
+                line(cur);
+                cur = indent;
+            }
+            if (!w.empty()) cur += (cur.size() > indent.size() ? " " : "") + w;
+            pos = next + 1;
+        }
+        if (cur.size() > indent.size()) line(cur);
+    };
+    const json& verdict = at(r, {"verdict", "text"});
+    if (verdict.is_string()) {
+        const json& units = at(r, {"confidence", "units"});
+        line(format("answer         %lld replicate(s) x %lld test prompts, 95 %% intervals (hierarchical bootstrap)",
+                    static_cast<long long>(at(units, {"replicates"}).get<int64_t>()),
+                    static_cast<long long>(at(units, {"contexts", "test"}).get<int64_t>())));
+        wrap(verdict.get<std::string>(), "  ");
+        auto interval = [&](const json& i, double scale) {
+            if (!i.is_object() || !i["mean"].is_number()) return std::string(kNone);
+            return signed3(scale * i["mean"].get<double>()) + " [" + signed3(scale * i["low"].get<double>()) + ", " +
+                   signed3(scale * i["high"].get<double>()) + "]";
+        };
+        const json& d = at(r, {"ppo_minus_sft", "test"});
+        line("  PPO - SFT, test: rubric success " + interval(at(d, {"rubric_success"}), 100) + " points, judge score " +
+             interval(at(d, {"learned_score"}), 1));
+        line("  PPO exact KL to SFT, test: " + interval(at(r, {"policies", "ppo", "test", "kl_exact_to_sft"}), 1) +
+             " nats per response");
+        const json& answer = at(r, {"overoptimisation", "answer", "text"});
+        if (answer.is_string()) wrap(answer.get<std::string>(), "  ");
+        line("");
+    }
+    const int64_t replicates = at(r, {"replicates"}).is_number() ? at(r, {"replicates"}).get<int64_t>() : 1;
+    line(replicates > 1 ? format("held-out greedy generations (replicate 0 of %lld)", static_cast<long long>(replicates))
+                        : std::string("held-out greedy generations"));
     line(format("%-6s %-16s %5s %15s %10s %14s %12s", "policy", "population", "rows", "rubric success", "relevant*",
                 "learned score", "log-ratio**"));
     const std::vector<std::pair<const char*, const char*>> populations = {
@@ -103,13 +144,23 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
     double total = 0;
     std::vector<std::string> cells;
     const json& steps = at(r, {"steps"});
+    // The steps of a replicate ("replicate-2/ppo-continuous") count as one cell: "replicate 2".
+    std::vector<std::pair<std::string, double>> groups;  // NaN: some step finished before an interruption
     if (steps.is_array())
         for (const json& s : steps) {
             const json& v = at(s, {"seconds"});
             if (v.is_number()) total += v.get<double>();
-            cells.push_back(format("%-22s", at(s, {"step"}).get<std::string>().c_str()) +
-                            right(v.is_number() ? format("%.2f", v.get<double>() / 60) : kNone, 6));
+            std::string name = at(s, {"step"}).get<std::string>();
+            if (const size_t slash = name.find('/'); slash != std::string::npos) {
+                name = name.substr(0, slash);
+                name[name.find('-')] = ' ';
+            }
+            const double secs = v.is_number() ? v.get<double>() : std::nan("");
+            if (!groups.empty() && groups.back().first == name) groups.back().second += secs;
+            else groups.emplace_back(name, secs);
         }
+    for (const auto& [name, secs] : groups)
+        cells.push_back(format("%-22s", name.c_str()) + right(std::isfinite(secs) ? format("%.2f", secs / 60) : kNone, 6));
     line(format("minutes        %.2f in all; per step (", total / 60) + kNone + ": finished before an interruption):");
     for (size_t i = 0; i < cells.size(); i += 3) {
         std::string row = "  ";

@@ -124,3 +124,36 @@ TEST(StudySummary, ThreeSignificantFigures) {
     EXPECT_EQ(sig3(0.0), "0");
     EXPECT_EQ(sig3(json()), "\u2014");
 }
+
+// A set of replicates: the answer (verdict, PPO − SFT intervals, exact KL,
+// the over-optimisation answer) comes first, the held-out table says whose
+// chain it shows, and a replicate's steps count as one cell of minutes.
+TEST(StudySummary, ReplicatesPrintTheAnswerFirstAndOneCellPerChain) {
+    json r = results();
+    r["replicates"] = 3;
+    r["confidence"]["units"] = {{"replicates", 3}, {"contexts", {{"test", 180}, {"probe", 20}}}};
+    r["verdict"] = {{"code", "exploited"},
+                    {"text",
+                     "PPO lowered rubric success on test by 14 points [\u221222, \u22126] while the judge's score rose "
+                     "by 1.8 [1.2, 2.4] (3 replicates \u00d7 180 prompts, 95% intervals): the policy exploited the "
+                     "judge"}};
+    auto interval = [](double m, double lo, double hi) { return json{{"mean", m}, {"low", lo}, {"high", hi}}; };
+    r["ppo_minus_sft"]["test"] = {{"rubric_success", interval(-0.14, -0.22, -0.06)},
+                                  {"learned_score", interval(1.8, 1.2, 2.4)}};
+    r["policies"]["ppo"]["test"]["kl_exact_to_sft"] = interval(12.5, 10.0, 15.0);
+    json steps = json::array();
+    for (const char* s : {"prepare", "replicate-0/sft-interrupt", "replicate-0/sft-continuous",
+                          "replicate-1/sft-continuous", "findings"})
+        steps.push_back({{"step", s}, {"seconds", 60.0}});
+    r["steps"] = steps;
+    const std::string text = study_summary(r, "runs/x");
+    const auto lines = lines_of(text);
+    for (const std::string& l : lines) EXPECT_LT(columns(l), static_cast<size_t>(kSummaryColumns)) << l;
+    EXPECT_TRUE(has_line(lines, "answer ", {"3 replicate(s) x 180 test prompts"})) << text;
+    EXPECT_TRUE(has_line(lines, "  PPO lowered rubric success", {})) << text;
+    EXPECT_TRUE(has_line(lines, "  PPO - SFT, test: rubric success ", {"-14.0 [-22.0, -6.00] points", "+1.80"})) << text;
+    EXPECT_TRUE(has_line(lines, "  PPO exact KL to SFT", {"+12.5 [+10.0, +15.0]"})) << text;
+    EXPECT_TRUE(has_line(lines, "held-out greedy generations (replicate 0 of 3)", {})) << text;
+    EXPECT_TRUE(has_line(lines, "  prepare ", {"1.00", "replicate 0", "2.00", "replicate 1"})) << text;
+    EXPECT_LT(text.find("answer "), text.find("held-out greedy"));
+}

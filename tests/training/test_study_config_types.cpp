@@ -186,3 +186,25 @@ TEST(StudyConfigTypes, ExplainPrintsMeaningDefaultsAndUnit) {
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.out.find("ppo.clip_epsilon"), std::string::npos) << r.out;
 }
+
+// study.seed: every stage seed is S + 1000 x study.seed (seed 0 = the
+// preset's seeds); it names the numbers, so it is in the config hash, and
+// replicates.count (how many chains) is not.
+TEST(StudyConfigTypes, StudySeedRuleAndTheHash) {
+    const json c0 = effective_config("tiny", {}, {});
+    const StudyConfig s0 = StudyConfig::parse(c0);
+    EXPECT_EQ(s0.study.seed, 0);
+    EXPECT_EQ(s0.seed(s0.sft.adapter_seed), 49u);
+    const json c3 = effective_config("tiny", {}, {"study.seed=3"});
+    const StudyConfig s3 = StudyConfig::parse(c3);
+    EXPECT_EQ(s3.seed(s3.sft.adapter_seed), 3049u);
+    EXPECT_EQ(s3.seed(s3.ppo.generation_seed), 3249u);
+    EXPECT_NE(config_sha256(c0), config_sha256(c3));
+    EXPECT_EQ(config_sha256(c0), config_sha256(effective_config("tiny", {}, {"replicates.count=2"})));
+    EXPECT_EQ(config_sha256(c0), config_sha256(effective_config("tiny", {}, {"replicates.repretrain_base=true"})));
+    EXPECT_EQ(s0.replicates.count, 5);
+    EXPECT_EQ(StudyConfig::parse(effective_config("seed", {}, {})).replicates.count, 1);
+    EXPECT_NE(error_of([] { effective_config("tiny", {}, {"replicates.count=0"}); }).find("replicates.count"),
+              std::string::npos);
+    EXPECT_NE(error_of([] { effective_config("tiny", {}, {"study.seed=-1"}); }).find("study.seed"), std::string::npos);
+}
