@@ -332,11 +332,11 @@ const char* const kPairColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
 // A per-iteration series as faint markers plus its moving average (same colour).
 std::vector<PlotSeries> smoothed(PlotSeries raw, size_t colour) {
     raw.colour = kPairColours[colour % 4];
-    PlotSeries avg{raw.name + " (moving average of " + std::to_string(kSmoothingWindow) + ")", raw.x,
+    // short legend names (the legend column is 230 units wide): the metric, then its average
+    PlotSeries avg{"↳ moving average (" + std::to_string(kSmoothingWindow) + ")", raw.x,
                    moving_average(raw.y, kSmoothingWindow)};
     avg.colour = raw.colour;
     avg.style = PlotSeries::Style::line;
-    raw.name += " (per iteration)";
     raw.style = PlotSeries::Style::faint_markers;
     return {raw, avg};
 }
@@ -391,7 +391,7 @@ std::string render_ppo(const RunLayout& run, const std::vector<RolloutIterationS
             m[k].y.push_back(json_number(h, k, f.string()));
         }
     }
-    PlotSeries entropy{"objective/entropy (from the saved rollouts)", {}, {}};
+    PlotSeries entropy{"objective/entropy", {}, {}};
     for (const RolloutIterationSummary& it : rollouts) {
         entropy.x.push_back(it.iteration);
         entropy.y.push_back(it.mean_sequence_entropy);
@@ -439,7 +439,8 @@ std::string render_ppo(const RunLayout& run, const std::vector<RolloutIterationS
             kSmoothNote);
     s += svg_plot({"plot-ppo-entropy", "Sequence entropy (objective/entropy)", "iteration", "nats per sequence",
                    smoothed(entropy, 1), false},
-                  "TRL's objective/entropy: per-sequence sum of −log p of the sampled tokens under the rollout policy, "
+                  "TRL's objective/entropy: per-sequence sum of −log p of the sampled tokens under the "
+                  "rollout policy, "
                   "mean over the iteration's saved rollouts." +
                       kSmoothNote);
     if (history.empty()) return s + not_run("PPO (RUN/ppo/continuous.json)");
@@ -484,13 +485,14 @@ std::string render_token_tables(const fs::path& dir, const std::map<std::string,
             const json& r = rollouts[i];
             const std::string prompt_id = json_string(r, "prompt_id", where);
             const auto p = prompts.find(prompt_id);
-            s +=
-                "<details open><summary>" + html_escape(json_string(r, "rollout_id", where)) + " — prompt " +
-                html_escape(prompt_id) + ", finish " + html_escape(json_string(r, "finish_reason", where)) +
-                ", score " + num(json_number(r, "score", where)) + ", sampled log-ratio sum " +
-                num(json_number(r, "sampled_logratio_sum", where)) + "</summary>\n<p class=\"prompt\">Prompt: " +
-                (p == prompts.end() ? std::string("— (not in the corpus's rollout prompts)") : html_escape(p->second)) +
-                "</p>\n<p class=\"text\">" + html_escape(json_string(r, "text", where)) + "</p>\n";
+            const std::string prompt_text =
+                p == prompts.end() ? std::string("— (not in the corpus's rollout prompts)") : html_escape(p->second);
+            s += "<details open><summary>" + html_escape(json_string(r, "rollout_id", where)) + " — prompt " +
+                 html_escape(prompt_id) + ", finish " + html_escape(json_string(r, "finish_reason", where)) +
+                 ", score " + num(json_number(r, "score", where)) + ", sampled log-ratio sum " +
+                 num(json_number(r, "sampled_logratio_sum", where)) +
+                 "</summary>\n<p class=\"prompt\">Prompt: " + prompt_text + "</p>\n<p class=\"text\">" +
+                 html_escape(json_string(r, "text", where)) + "</p>\n";
             s += "<table class=\"tokens\">\n<tr><th>#</th><th>token</th><th>text</th><th>old_logp</th><th>ref_logp</th>"
                  "<th>reward</th><th>value</th><th>advantage</th><th>return</th></tr>\n";
             const json& tokens = json_field(r, "tokens", where);
@@ -515,7 +517,7 @@ std::string render_gold_proxy(const RunLayout& run, const std::vector<RolloutIte
     s += "<p>Every saved rollout is scored by the rubric here, after training (never during): its gold success "
          "(recognised, relevant, no unsupported certainty, ended with EOS) against the judge's learned score and the "
          "sampled log-ratio to the SFT reference, iteration by iteration.</p>\n";
-    PlotSeries success{"rubric success rate (gold)", {}, {}}, score{"mean judge score (proxy)", {}, {}};
+    PlotSeries success{"rubric success (gold)", {}, {}}, score{"judge score (proxy)", {}, {}};
     PlotSeries success_kl{"iterations", {}, {}}, score_kl{"iterations", {}, {}};
     PlotSeries ok{"rollout: rubric success", {}, {}}, bad{"rollout: rubric failure", {}, {}};
     for (const auto& it : iters) {
@@ -803,7 +805,8 @@ std::string render_report(const fs::path& root) {
     if (!study.empty())
         s += "<details><summary>Study identity</summary>\n<table id=\"study\">\n" + study + "</table>\n</details>\n";
     s += "<nav><a href=\"#findings\">findings</a> · <a href=\"#overoptimisation\">over-optimisation</a> · <a "
-         "href=\"#training\">training</a> · <a href=\"#ppo\">PPO</a> · <a href=\"#gold-vs-proxy\">gold vs proxy</a> · "
+         "href=\"#training\">training</a> · <a href=\"#ppo\">PPO</a> · "
+         "<a href=\"#gold-vs-proxy\">gold vs proxy</a> · "
          "<a href=\"#evaluation\">evaluation</a> · <a href=\"#diagnostics\">shortcut diagnostics</a> · <a "
          "href=\"#exercise\">probe factorial</a> · <a href=\"#run\">run</a></nav>\n";
     // The saved rollouts, scored by the rubric once for the PPO and gold-versus-proxy sections.

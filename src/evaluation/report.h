@@ -49,11 +49,11 @@ json judge_feedback(const std::filesystem::path& run);
 struct PlotSeries {
     enum class Style { automatic, line, markers, faint_markers };
     std::string name;
-    std::vector<double> x, y;           // (points) same length; non-finite points are skipped
+    std::vector<double> x, y;               // (points) same length; non-finite points are skipped
     std::vector<double> y_low{}, y_high{};  // (points) interval bars, empty or the same length as y
-    Style style = Style::automatic;     // automatic: the plot's `scatter`, markers on lines of ≤ 60 points
-    bool dashed = false;                // a dashed line (baselines)
-    std::string colour{};               // "" = the palette's k-th colour
+    Style style = Style::automatic;         // automatic: the plot's `scatter`, markers on lines of ≤ 60 points
+    bool dashed = false;                    // a dashed line (baselines)
+    std::string colour{};                   // "" = the palette's k-th colour
 };
 
 struct PlotSpec {

@@ -183,9 +183,9 @@ std::string render_overoptimisation(const fs::path& run) {
     std::string s = section("overoptimisation", "Over-optimisation: gold and proxy against √KL");
     const json d = read_findings(run);
     const std::string where = findings_path(run).string() + ".overoptimisation";
-    PlotSpec gold{"", "Gold: rubric success relative to SFT", "d = √KL(π ‖ π_SFT)", "gold − SFT (fraction)", {}, false};
-    PlotSpec proxy{"",   "Proxy: judge score relative to SFT", "d = √KL(π ‖ π_SFT)", "proxy − SFT (judge score)", {},
-                   false};
+    const std::string x_label = "d = √KL(π ‖ π_SFT)";
+    PlotSpec gold{"", "Gold: rubric success relative to SFT", x_label, "gold − SFT (fraction)", {}, false};
+    PlotSpec proxy{"", "Proxy: judge score relative to SFT", x_label, "proxy − SFT (judge score)", {}, false};
     gold.x_from_zero = proxy.x_from_zero = true;
     std::string text;
     if (!d.is_null() && d.contains("overoptimisation")) {
@@ -224,9 +224,14 @@ std::string render_overoptimisation(const fs::path& run) {
         text = "<p id=\"overoptimisation-answer\" class=\"answer\">" +
                html_escape(json_string(answer, "text", where + ".answer")) + "</p>\n<ul>\n" + text + "</ul>\n";
     }
-    s += svg_panels("plot-overoptimisation", "Gold and proxy against √KL", {gold, proxy},
+    // without findings, one empty panel says so (not two)
+    std::vector<PlotSpec> panels = {gold, proxy};
+    const std::string title = "Gold and proxy against √KL";
+    if (gold.series.empty() && proxy.series.empty()) panels = {PlotSpec{"", title, "", "", {}}};
+    s += svg_panels("plot-overoptimisation", title, panels,
                     "Policy snapshots of PPO (bars: the findings' interval over replicates and contexts) and "
-                    "best-of-n from SFT, placed by d = √KL to SFT (exact sequence KL for policies, log n − (n−1)/n "
+                    "best-of-n from SFT, placed by d = √KL to SFT (exact sequence KL for policies, "
+                    "log n − (n−1)/n "
                     "for best-of-n), with the fits R_RL(d) = d(α − β log d) and R_bon(d) = d(α − βd) of Gao, "
                     "Schulman and Hilton (2022); gold and proxy relative to SFT, so SFT sits at the origin.");
     if (text.empty()) return s + not_run("ppolab findings (RUN/findings.json with 'overoptimisation')");
@@ -295,10 +300,10 @@ std::string render_diagnostics(const fs::path& root) {
         return correlation_cell(g.value("learned_score_correlation", json()).value("polite", json()));
     });
     row("polite", [](const json& g) { return share_cell(g.value("polite", json())); });
-    std::vector<std::string> actions;
-    for (const char* g : kDiagnosticGroups)
-        if (groups.contains(g) && groups[g].contains("actions") && actions.empty())
-            for (const auto& [name, v] : groups[g]["actions"].items()) actions.push_back(name);
+    std::vector<std::string> actions;  // the rubric's order (the file's object is read back sorted)
+    for (int a = 0; a < kActionCount; ++a) actions.push_back(action_name(a));
+    actions.push_back("refusal");
+    actions.push_back("uncertified (no action)");
     for (const std::string& a : actions)
         row("action: " + a, [&](const json& g) { return share_cell(g.value("actions", json()).value(a, json())); });
     row("uncertified", [](const json& g) { return td(g.value("uncertified", json())); });
