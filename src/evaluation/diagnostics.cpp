@@ -347,7 +347,9 @@ ordered_json shortcut_diagnostics(const GuardedReader& reader, const RunLayout& 
     }
     const fs::path dir = run.ppo_rollouts("continuous");
     sources["rollouts"] = "ppo/rollouts/continuous";
-    if (reader.exists(dir) && fs::is_directory(reader.resolve(dir)))
+    if (!reader.exists(run.corpus() / "manifest.json"))
+        groups["rollouts"] = absent("no corpus with gold labels (corpus/) to score the rollouts");
+    else if (reader.exists(dir) && fs::is_directory(reader.resolve(dir)))
         groups["rollouts"] = diagnose_outputs(rollout_outputs(reader, dir, load_gold(reader, run.corpus())));
     else groups["rollouts"] = absent("no saved PPO rollouts (ppo/rollouts/continuous)");
     j["sources"] = sources;

@@ -289,5 +289,14 @@ TEST(Diagnostics, WholeFileOnASyntheticRun) {
     fs::remove_all(root.parent_path());
 }
 
+TEST(Diagnostics, RolloutsWithoutACorpusAreAbsentNotAnError) {
+    const fs::path root = test::fresh_temp_dir("diagnostics_nocorpus") / "run";
+    fs::create_directories(root / "ppo" / "rollouts" / "continuous");
+    const ordered_json d = shortcut_diagnostics(GuardedReader("test", {root}), RunLayout{root});
+    EXPECT_EQ(d["groups"]["rollouts"]["absent"], "no corpus with gold labels (corpus/) to score the rollouts");
+    EXPECT_EQ(d["groups"]["ppo"]["absent"], "no scored held-out rows (eval/ppo-scored.json)");
+    fs::remove_all(root.parent_path());
+}
+
 }  // namespace
 }  // namespace ppolab
