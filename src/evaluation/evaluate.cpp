@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "evaluation/diagnostics.h"
 #include "model/generate.h"
 #include "training/crash_checkpoints.h"
 #include "training/roles.h"
@@ -397,6 +398,7 @@ json evaluate_score(const Study& s, EvalSet set) {
         "Rubric verdicts come from the reserved rubric of a simulated signal (OfficeHelpPrefs-v1), not from human "
         "feedback; the learned reward is the frozen judge's score, not human satisfaction. Rows and unique contexts "
         "are kept apart: the 4 probe rows of a context are one independent case.";
+    if (set == EvalSet::held_out) write_shortcut_diagnostics(s.reader(), s.run);  // RUN/eval/diagnostics.json
     record_timings(s.run, set, "score", {{"seconds", since(started)}});
     write_json_atomic(metrics_path(s.run, set), metrics_out);
     return metrics_out;

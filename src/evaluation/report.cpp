@@ -10,6 +10,7 @@
 #include "data/guarded_fs.h"
 #include "data/rubric.h"
 #include "evaluation/evaluate.h"
+#include "evaluation/report_internal.h"
 #include "training/metric_names.h"
 #include "training/run_layout.h"
 #include "util/error.h"
@@ -17,19 +18,16 @@
 
 namespace ppolab {
 
-namespace {
+// ---- helpers shared by the report's files (report_internal.h) ---------
 
-// Deterministic short number text ("%.4g"; "—" for non-finite).
-std::string num(double v, const char* format = "%.4g") {
+namespace report_detail {
+
+std::string num(double v, const char* format) {
     if (!std::isfinite(v)) return "—";
     char buf[64];
     std::snprintf(buf, sizeof buf, format, v);
     return buf;
 }
-
-// The mode whose stage reports and rollouts the report draws: the
-// uninterrupted run (the interrupted and resumed ones match it bit for bit).
-constexpr const char* kMode = "continuous";
 
 std::string json_cell(const json& v) {
     if (v.is_null()) return "—";
@@ -40,7 +38,11 @@ std::string json_cell(const json& v) {
     return html_escape(v.dump());
 }
 
-const char* const kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+std::string td(const json& v) {
+    return v.is_number() ? "<td class=\"n\">" + json_cell(v) + "</td>" : td_text(json_cell(v));
+}
+std::string td_num(double v) { return "<td class=\"n\">" + num(v) + "</td>"; }
+std::string td_text(std::string_view escaped_html) { return "<td>" + std::string(escaped_html) + "</td>"; }
 
 std::string not_run(std::string_view what) { return "<p class=\"notrun\">not run: " + html_escape(what) + "</p>\n"; }
 
@@ -49,6 +51,12 @@ std::string section(std::string_view id, std::string_view title) {
 }
 
 bool exists_file(const fs::path& p) { return fs::is_regular_file(p); }
+
+}  // namespace report_detail
+
+namespace {
+
+using namespace report_detail;
 
 // A training history (SFT or judge): loss per update, validation per epoch
 // plotted at the last update of its epoch.
@@ -88,139 +96,6 @@ std::string table_from_keys(const std::vector<std::pair<std::string, json>>& row
 
 }  // namespace
 
-std::string html_escape(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    for (char c : text) {
-        switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            case '\'': out += "&#39;"; break;
-            default:
-                // control characters (rollouts of an untrained policy hold them) are
-                // not valid in HTML text: shown as U+FFFD
-                if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') out += "\xEF\xBF\xBD";
-                else out += c;
-        }
-    }
-    return out;
-}
-
-std::vector<double> plot_ticks(double lo, double hi, int target_count, bool integers) {
-    PPOLAB_ASSERT(target_count >= 2);
-    if (!(hi > lo)) return {lo};
-    // the smallest 1-2-5 step giving at most target_count intervals
-    const double raw = (hi - lo) / target_count;
-    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-    double step = mag;
-    for (double m : {1.0, 2.0, 5.0, 10.0}) {
-        step = m * mag;
-        if (step >= raw) break;
-    }
-    if (integers) step = std::max(step, 1.0);
-    std::vector<double> ticks;
-    const double first = std::ceil(lo / step - 1e-9) * step;
-    for (double t = first; t <= hi + step * 1e-9; t += step) ticks.push_back(std::fabs(t) < step * 1e-9 ? 0.0 : t);
-    return ticks;
-}
-
-std::string svg_plot(const PlotSpec& spec, std::string_view caption) {
-    const double W = 720, H = 320, left = 70, right = 230, top = 30, bottom = 50;
-    const double pw = W - left - right, ph = H - top - bottom;
-    double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
-    size_t points = 0;
-    bool integer_x = true;  // every x a whole number: no fractional ticks
-    for (const PlotSeries& s : spec.series) {
-        PPOLAB_ASSERT(s.x.size() == s.y.size());
-        for (size_t i = 0; i < s.x.size(); ++i) {
-            if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
-            integer_x = integer_x && s.x[i] == std::round(s.x[i]);
-            xmin = std::min(xmin, s.x[i]);
-            xmax = std::max(xmax, s.x[i]);
-            ymin = std::min(ymin, s.y[i]);
-            ymax = std::max(ymax, s.y[i]);
-            ++points;
-        }
-    }
-    std::string s = "<figure>\n<svg id=\"" + spec.id +
-                    "\" class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W) + "\" height=\"" +
-                    num(H) + "\" viewBox=\"0 0 " + num(W) + " " + num(H) + "\" role=\"img\">\n";
-    s += "<title>" + html_escape(spec.title) + "</title>\n";
-    s += "<text x=\"" + num(left + pw / 2) + "\" y=\"18\" text-anchor=\"middle\" font-weight=\"bold\">" +
-         html_escape(spec.title) + "</text>\n";
-    if (points == 0) {
-        s +=
-            "<text x=\"" + num(W / 2) + "\" y=\"" + num(H / 2) + "\" text-anchor=\"middle\">no data (not run)</text>\n";
-        return s + "</svg>\n<figcaption>" + html_escape(caption) + "</figcaption>\n</figure>\n";
-    }
-    if (xmax == xmin) {
-        xmin -= 1;
-        xmax += 1;
-    }
-    if (std::isfinite(spec.y_min) && std::isfinite(spec.y_max) && spec.y_max > spec.y_min) {
-        const double pad = (spec.y_max - spec.y_min) * 0.05;
-        ymin = std::min(ymin, spec.y_min) - pad;
-        ymax = std::max(ymax, spec.y_max) + pad;
-    } else if (ymax == ymin) {
-        const double pad = std::max(std::fabs(ymin) * 0.1, 1e-3);
-        ymin -= pad;
-        ymax += pad;
-    } else {
-        const double pad = (ymax - ymin) * 0.05;
-        ymin -= pad;
-        ymax += pad;
-    }
-    auto px = [&](double x) { return left + (x - xmin) / (xmax - xmin) * pw; };
-    auto py = [&](double y) { return top + ph - (y - ymin) / (ymax - ymin) * ph; };
-    // axes, ticks, grid
-    s += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(pw) + "\" height=\"" + num(ph) +
-         "\" fill=\"none\" stroke=\"#444\"/>\n";
-    for (double t : plot_ticks(xmin, xmax, 5, integer_x)) {
-        const std::string X = num(px(t), "%.2f");
-        s += "<line class=\"tick\" x1=\"" + X + "\" x2=\"" + X + "\" y1=\"" + num(top + ph) + "\" y2=\"" +
-             num(top + ph + 5) + "\" stroke=\"#444\"/><text x=\"" + X + "\" y=\"" + num(top + ph + 18) +
-             "\" text-anchor=\"middle\" font-size=\"11\">" + num(t) + "</text>\n";
-    }
-    for (double t : plot_ticks(ymin, ymax)) {
-        const std::string Y = num(py(t), "%.2f");
-        s += "<line class=\"tick\" x1=\"" + num(left - 5) + "\" x2=\"" + num(left + pw) + "\" y1=\"" + Y + "\" y2=\"" +
-             Y + "\" stroke=\"#ddd\"/><text x=\"" + num(left - 8) + "\" y=\"" + Y +
-             "\" text-anchor=\"end\" dominant-baseline=\"middle\" font-size=\"11\">" + num(t) + "</text>\n";
-    }
-    s += "<text x=\"" + num(left + pw / 2) + "\" y=\"" + num(H - 8) + "\" text-anchor=\"middle\" font-size=\"12\">" +
-         html_escape(spec.x_label) + "</text>\n";
-    s += "<text transform=\"translate(16 " + num(top + ph / 2) +
-         ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">" + html_escape(spec.y_label) + "</text>\n";
-    // series
-    for (size_t k = 0; k < spec.series.size(); ++k) {
-        const PlotSeries& ser = spec.series[k];
-        const std::string colour = kColours[k % (sizeof kColours / sizeof kColours[0])];
-        std::string path, marks;
-        size_t shown = 0;
-        for (size_t i = 0; i < ser.x.size(); ++i) {
-            if (!std::isfinite(ser.x[i]) || !std::isfinite(ser.y[i])) continue;
-            const std::string X = num(px(ser.x[i]), "%.2f"), Y = num(py(ser.y[i]), "%.2f");
-            path += (shown == 0 ? "" : " ") + X + "," + Y;
-            if (spec.scatter || ser.x.size() <= 60)
-                marks += "<circle cx=\"" + X + "\" cy=\"" + Y + "\" r=\"" + (spec.scatter ? "3" : "2.5") +
-                         "\" fill=\"" + colour + "\" fill-opacity=\"0.7\"/>";
-            ++shown;
-        }
-        s += "<g class=\"series\" data-name=\"" + html_escape(ser.name) + "\">";
-        if (!spec.scatter && shown > 1)
-            s += "<polyline fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"1.5\" points=\"" + path + "\"/>";
-        s += marks + "</g>\n";
-        // legend
-        const double ly = top + 10 + 18 * static_cast<double>(k);
-        s += "<g class=\"legend\"><rect x=\"" + num(left + pw + 12) + "\" y=\"" + num(ly - 5) +
-             "\" width=\"12\" height=\"10\" fill=\"" + colour + "\"/><text x=\"" + num(left + pw + 30) + "\" y=\"" +
-             num(ly) + "\" dominant-baseline=\"middle\" font-size=\"11\">" + html_escape(ser.name) + "</text></g>\n";
-    }
-    return s + "</svg>\n<figcaption>" + html_escape(caption) + "</figcaption>\n</figure>\n";
-}
-
 // ---- gold versus proxy -----------------------------------------------------
 
 namespace {
@@ -249,8 +124,10 @@ std::vector<RolloutIterationSummary> score_rollouts(const fs::path& dir, const G
         const json doc = read_json_file(file);
         RolloutIterationSummary it;
         it.iteration = static_cast<int>(json_int(doc, "iteration", where));
-        double score_sum = 0, ratio_sum = 0;
+        double score_sum = 0, ratio_sum = 0, entropy_sum = 0;
         for (const json& r : json_field(doc, "rollouts", where)) {
+            if (r.contains("tokens"))
+                for (const json& t : json_field(r, "tokens", where)) entropy_sum -= json_number(t, "old_logp", where);
             const std::string prompt_id = json_string(r, "prompt_id", where);
             const int expected = gold.at(prompt_id).expected_action;
             const RubricVerdict v = evaluate_response(
@@ -267,6 +144,7 @@ std::vector<RolloutIterationSummary> score_rollouts(const fs::path& dir, const G
         it.rubric_success_rate = static_cast<double>(it.rubric_successes) / it.rollouts;
         it.mean_score = score_sum / it.rollouts;
         it.mean_sampled_logratio = ratio_sum / it.rollouts;
+        it.mean_sequence_entropy = entropy_sum / it.rollouts;
         out.push_back(it);
     }
     return out;
@@ -278,10 +156,13 @@ std::vector<RolloutIterationSummary> gold_versus_proxy(const fs::path& rollouts_
     return score_rollouts(rollouts_dir, gold, nullptr);
 }
 
+// In page order.
 const std::vector<std::string> report_plot_ids = {
-    "plot-pretrain-loss",  "plot-sft-loss",          "plot-judge-loss",      "plot-ppo-score",        "plot-ppo-kl",
-    "plot-ppo-value-loss", "plot-ppo-clipfrac",      "plot-gold-iterations", "plot-proxy-iterations", "plot-gold-vs-kl",
-    "plot-proxy-vs-kl",    "plot-rollouts-score-kl", "plot-probe-deltas",
+    "plot-overoptimisation", "plot-pretrain-loss",   "plot-sft-loss",          "plot-judge-loss",
+    "plot-ppo-score",        "plot-ppo-rlhf-reward", "plot-ppo-kl-penalty",    "plot-ppo-kl",
+    "plot-ppo-approxkl",     "plot-ppo-value-loss",  "plot-ppo-clipfrac",      "plot-ppo-explained-variance",
+    "plot-ppo-length",       "plot-ppo-entropy",     "plot-gold-iterations",   "plot-proxy-iterations",
+    "plot-gold-vs-kl",       "plot-proxy-vs-kl",     "plot-rollouts-score-kl", "plot-probe-deltas",
 };
 
 // ---- the report ---------------------------------------------------------
@@ -386,12 +267,12 @@ std::string render_training(const RunLayout& run) {
     if (judge.is_object() && judge.contains("validation_history")) {
         s += "<table>\n<tr><th>epoch</th><th>pairs</th><th>correct</th><th>ties</th><th>accuracy</th><th>loss</"
              "th><th>used for selection</th></tr>\n";
-        for (const json& v : judge["validation_history"])
-            s += "<tr><td>" + json_cell(v.value("epoch", json())) + "</td><td>" + json_cell(v.value("pairs", json())) +
-                 "</td><td>" + json_cell(v.value("correct", json())) + "</td><td>" +
-                 json_cell(v.value("ties", json())) + "</td><td>" + json_cell(v.value("accuracy", json())) +
-                 "</td><td>" + json_cell(v.value("loss", json())) + "</td><td>" +
-                 json_cell(v.value("used_for_selection", json())) + "</td></tr>\n";
+        for (const json& v : judge["validation_history"]) {
+            s += "<tr>";
+            for (const char* k : {"epoch", "pairs", "correct", "ties", "accuracy", "loss", "used_for_selection"})
+                s += td(v.value(k, json()));
+            s += "</tr>\n";
+        }
         s += "</table>\n";
     } else {
         s += not_run("judge training (RUN/reward/continuous.json)");
@@ -425,7 +306,61 @@ std::string render_training(const RunLayout& run) {
     return s;
 }
 
-std::string render_ppo(const RunLayout& run) {
+// The SFT policy's held-out test metrics (RUN/eval/metrics.json), the dashed
+// baselines of the per-iteration plots; NaN when the evaluation has not run.
+struct SftBaselines {
+    double score = NAN, tokens = NAN, success = NAN;
+};
+
+SftBaselines sft_baselines(const RunLayout& run) {
+    SftBaselines b;
+    const fs::path f = metrics_path(run, EvalSet::held_out);
+    if (!exists_file(f)) return b;
+    const json m = read_json_file(f);
+    if (!m.contains("sft") || !m["sft"].contains("test")) return b;
+    const json& t = m["sft"]["test"];
+    const std::string where = f.string() + ": sft.test";
+    auto get = [&](const char* key) { return t.contains(key) && !t[key].is_null() ? json_number(t, key, where) : NAN; };
+    b.score = get("mean_learned_reward");
+    b.tokens = get("mean_response_tokens_eos_included");
+    b.success = get("rubric_success_rate_all_outputs");
+    return b;
+}
+
+const char* const kPairColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
+
+// A per-iteration series as faint markers plus its moving average (same colour).
+std::vector<PlotSeries> smoothed(PlotSeries raw, size_t colour) {
+    raw.colour = kPairColours[colour % 4];
+    // short legend names (the legend column is 230 units wide): the metric, then its average
+    PlotSeries avg{"↳ moving average (" + std::to_string(kSmoothingWindow) + ")", raw.x,
+                   moving_average(raw.y, kSmoothingWindow)};
+    avg.colour = raw.colour;
+    avg.style = PlotSeries::Style::line;
+    raw.style = PlotSeries::Style::faint_markers;
+    return {raw, avg};
+}
+
+// A dashed horizontal line over the x range of `like` (nothing when v is NaN).
+std::vector<PlotSeries> baseline(const PlotSeries& like, double v, const std::string& name) {
+    if (!std::isfinite(v) || like.x.empty()) return {};
+    PlotSeries b{name, {like.x.front(), like.x.back()}, {v, v}};
+    b.dashed = true;
+    b.style = PlotSeries::Style::line;
+    b.colour = "#555";
+    return {b};
+}
+
+std::vector<PlotSeries> concat(std::vector<std::vector<PlotSeries>> parts) {
+    std::vector<PlotSeries> out;
+    for (auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+}
+
+const std::string kSmoothNote = " Faint dots: each iteration; line: centred moving average over " +
+                                std::to_string(kSmoothingWindow) + " iterations (truncated at the ends).";
+
+std::string render_ppo(const RunLayout& run, const std::vector<RolloutIterationSummary>& rollouts) {
     std::string s = section("ppo", "PPO per iteration");
     const fs::path f = run.report("ppo", kMode);
     std::map<std::string, PlotSeries> m;
@@ -445,8 +380,9 @@ std::string render_ppo(const RunLayout& run) {
         }
     }
     using namespace metric;
-    const char* keys[] = {kScores,     kRlhfReward,   kNonScoreReward,   kKl, kApproxKl, kValueLoss,
-                          kPolicyLoss, kClipFraction, kExplainedVariance};
+    const char* keys[] = {
+        kScores,       kRlhfReward,        kNonScoreReward,    kKl, kApproxKl, kValueLoss, kPolicyLoss,
+        kClipFraction, kExplainedVariance, kMeanResponseLength};
     for (const char* k : keys) m[k].name = k;
     for (const json& h : history) {
         const double it = static_cast<double>(json_int(h, "iteration", f.string()));
@@ -455,39 +391,87 @@ std::string render_ppo(const RunLayout& run) {
             m[k].y.push_back(json_number(h, k, f.string()));
         }
     }
-    s += svg_plot({"plot-ppo-score",
-                   "PPO score",
-                   "iteration",
-                   "mean per rollout",
-                   {m[kScores], m[kRlhfReward], m[kNonScoreReward]},
-                   false},
-                  "Judge score of the rollouts (objective/scores), with the KL penalty (non_score_reward) and their "
-                  "sum (rlhf_reward); TRL definitions.");
-    s += svg_plot({"plot-ppo-kl", "KL to the reference", "iteration", "nats", {m[kKl], m[kApproxKl]}, false},
-                  "objective/kl: per-sequence sum of sampled log-ratios to the SFT reference, mean over sequences; "
-                  "policy/approxkl: between the rollout policy and the updated one.");
+    PlotSeries entropy{"objective/entropy", {}, {}};
+    for (const RolloutIterationSummary& it : rollouts) {
+        entropy.x.push_back(it.iteration);
+        entropy.y.push_back(it.mean_sequence_entropy);
+    }
+    const SftBaselines sft = sft_baselines(run);
+    const std::string sft_name = "SFT, held-out test (dashed)";
+    s += "<p class=\"note\" id=\"scores-note\">objective/scores is the mean <em>terminal reward</em>: a response cut "
+         "at the length limit (no EOS) counts as ppo.missing_eos_penalty instead of its judge score "
+         "(ppo.missing_eos = replace; with add, score + penalty). The \"mean judge score\" of the gold-versus-proxy "
+         "section is the judge's raw score of the same rollouts, so the two differ when rollouts miss EOS.</p>\n";
+    s += svg_plot({"plot-ppo-score", "PPO judge score (objective/scores)", "iteration", "mean per rollout",
+                   concat({smoothed(m[kScores], 0), baseline(m[kScores], sft.score, sft_name)}), false},
+                  "objective/scores (TRL) per iteration against the SFT policy's mean judge score on the held-out "
+                  "test prompts (dashed; rollouts use learn-side prompts)." +
+                      kSmoothNote);
+    s += svg_plot({"plot-ppo-rlhf-reward", "RLHF reward (score + KL penalty)", "iteration", "mean per rollout",
+                   smoothed(m[kRlhfReward], 1), false},
+                  "objective/rlhf_reward = objective/scores + objective/non_score_reward, drawn apart from the score "
+                  "(the penalty is small: on one axis the two lines coincide)." +
+                      kSmoothNote);
+    s += svg_plot({"plot-ppo-kl-penalty", "KL penalty (objective/non_score_reward)", "iteration", "mean per rollout",
+                   smoothed(m[kNonScoreReward], 2), false},
+                  "−β · per-sequence sampled log-ratio sum, mean over rollouts." + kSmoothNote);
+    s += svg_plot({"plot-ppo-kl", "KL to the reference (objective/kl)", "iteration", "nats",
+                   concat({smoothed(m[kKl], 0), baseline(m[kKl], 0.0, "SFT (0 by definition, dashed)")}), false},
+                  "objective/kl: per-sequence sum of sampled log-ratios to the SFT reference, mean over "
+                  "sequences (a sampled estimate; the exact KL is in the findings)." +
+                      kSmoothNote);
+    s += svg_plot({"plot-ppo-approxkl", "Approx KL per update (policy/approxkl)", "iteration", "nats",
+                   smoothed(m[kApproxKl], 3), false},
+                  "policy/approxkl: between the rollout policy and the updated one, autoscaled." + kSmoothNote);
+    s += svg_plot({"plot-ppo-value-loss", "Critic and actor losses", "iteration", "loss",
+                   concat({smoothed(m[kValueLoss], 0), smoothed(m[kPolicyLoss], 1)}), false},
+                  "Value (critic) loss and clipped policy loss per iteration." + kSmoothNote);
+    s += svg_plot({"plot-ppo-clipfrac", "Clip fraction", "iteration", "fraction", smoothed(m[kClipFraction], 2), false},
+                  "Fraction of response tokens whose probability ratio was clipped (autoscaled)." + kSmoothNote);
+    s += svg_plot({"plot-ppo-explained-variance", "Explained variance of the returns", "iteration",
+                   "explained variance", smoothed(m[kExplainedVariance], 3), false},
+                  "val/explained_variance: 1 − Var(returns − values) / Var(returns)." + kSmoothNote);
     s += svg_plot(
-        {"plot-ppo-value-loss", "Critic and actor losses", "iteration", "loss", {m[kValueLoss], m[kPolicyLoss]}, false},
-        "Value (critic) loss and clipped policy loss per iteration.");
-    s += svg_plot({"plot-ppo-clipfrac", "Clip fraction", "iteration", "fraction", {m[kClipFraction]}, false, 0.0, 1.0},
-                  "Fraction of response tokens whose probability ratio was clipped.");
-    if (history.empty()) {
-        s += not_run("PPO (RUN/ppo/continuous.json)");
-        return s;
-    }
-    s += "<table>\n<tr><th>iteration</th>";
+        {"plot-ppo-length", "Response length", "iteration", "tokens per rollout",
+         concat({smoothed(m[kMeanResponseLength], 0), baseline(m[kMeanResponseLength], sft.tokens, sft_name)}), false},
+        "mean_response_length of the rollouts against the SFT policy's mean held-out response length "
+        "(EOS included, dashed)." +
+            kSmoothNote);
+    s += svg_plot({"plot-ppo-entropy", "Sequence entropy (objective/entropy)", "iteration", "nats per sequence",
+                   smoothed(entropy, 1), false},
+                  "TRL's objective/entropy: per-sequence sum of −log p of the sampled tokens under the "
+                  "rollout policy, "
+                  "mean over the iteration's saved rollouts." +
+                      kSmoothNote);
+    if (history.empty()) return s + not_run("PPO (RUN/ppo/continuous.json)");
+    s += "<details><summary>Per-iteration table (" + std::to_string(history.size()) +
+         " rows)</summary>\n<table>\n<tr><th>iteration</th>";
     for (const char* k : keys) s += std::string("<th>") + k + "</th>";
-    s += std::string("<th>") + kNumEosTokens + "</th><th>" + kMeanResponseLength + "</th></tr>\n";
+    s += std::string("<th>") + kNumEosTokens + "</th></tr>\n";
     for (const json& h : history) {
-        s += "<tr><td>" + json_cell(h.value("iteration", json())) + "</td>";
-        for (const char* k : keys) s += "<td>" + json_cell(h.value(k, json())) + "</td>";
-        s += "<td>" + json_cell(h.value(kNumEosTokens, json())) + "</td><td>" +
-             json_cell(h.value(kMeanResponseLength, json())) + "</td></tr>\n";
+        s += "<tr>" + td(h.value("iteration", json()));
+        for (const char* k : keys) s += td(h.value(k, json()));
+        s += td(h.value(kNumEosTokens, json())) + "</tr>\n";
     }
-    return s + "</table>\n";
+    return s + "</table>\n</details>\n";
 }
 
-std::string render_token_tables(const fs::path& dir) {
+// A verdict cell, coloured: success green, certified failure amber, uncertified red.
+std::string verdict_cell(const json& v) {
+    if (!v.is_object()) return td_text("—");
+    const bool ok = v.value("rubric_success", false), recognised = v.value("recognized", true);
+    const std::string cls = ok ? "v-ok" : recognised ? "v-fail" : "v-uncertified";
+    return "<td class=\"" + cls + "\">" + std::string(ok ? "success" : "failure") + " (" +
+           html_escape(v.value("reason", std::string())) + ")</td>";
+}
+
+std::string action_label(const json& a) {
+    if (!a.is_number_integer()) return json_cell(a);
+    const int64_t i = a.get<int64_t>();
+    return i >= 0 && i < kActionCount ? std::string(action_name(static_cast<int>(i))) : std::to_string(i);
+}
+
+std::string render_token_tables(const fs::path& dir, const std::map<std::string, std::string>& prompts) {
     std::string s = "<h3 id=\"rollout-tokens\">Per-token tables of a few rollouts (values and advantages)</h3>\n";
     const std::vector<fs::path> files = iteration_files(dir);
     if (files.empty()) return s + not_run("no saved rollouts (RUN/ppo/rollouts/continuous)");
@@ -499,21 +483,25 @@ std::string render_token_tables(const fs::path& dir) {
         const json& rollouts = json_field(doc, "rollouts", where);
         for (size_t i = 0; i < std::min<size_t>(2, rollouts.size()); ++i) {
             const json& r = rollouts[i];
+            const std::string prompt_id = json_string(r, "prompt_id", where);
+            const auto p = prompts.find(prompt_id);
+            const std::string prompt_text =
+                p == prompts.end() ? std::string("— (not in the corpus's rollout prompts)") : html_escape(p->second);
             s += "<details open><summary>" + html_escape(json_string(r, "rollout_id", where)) + " — prompt " +
-                 html_escape(json_string(r, "prompt_id", where)) + ", finish " +
-                 html_escape(json_string(r, "finish_reason", where)) + ", score " +
-                 num(json_number(r, "score", where)) + ", sampled log-ratio sum " +
-                 num(json_number(r, "sampled_logratio_sum", where)) + "</summary>\n<p class=\"text\">" +
+                 html_escape(prompt_id) + ", finish " + html_escape(json_string(r, "finish_reason", where)) +
+                 ", score " + num(json_number(r, "score", where)) + ", sampled log-ratio sum " +
+                 num(json_number(r, "sampled_logratio_sum", where)) +
+                 "</summary>\n<p class=\"prompt\">Prompt: " + prompt_text + "</p>\n<p class=\"text\">" +
                  html_escape(json_string(r, "text", where)) + "</p>\n";
             s += "<table class=\"tokens\">\n<tr><th>#</th><th>token</th><th>text</th><th>old_logp</th><th>ref_logp</th>"
                  "<th>reward</th><th>value</th><th>advantage</th><th>return</th></tr>\n";
             const json& tokens = json_field(r, "tokens", where);
             for (size_t t = 0; t < tokens.size(); ++t) {
                 const json& k = tokens[t];
-                s += "<tr><td>" + std::to_string(t) + "</td><td>" + std::to_string(json_int(k, "token", where)) +
-                     "</td><td><code>" + html_escape(json_string(k, "text", where)) + "</code></td>";
+                s += "<tr>" + td(static_cast<int64_t>(t)) + td(json_int(k, "token", where)) + "<td><code>" +
+                     html_escape(json_string(k, "text", where)) + "</code></td>";
                 for (const char* f : {"old_logp", "ref_logp", "reward", "value", "advantage", "return"})
-                    s += "<td>" + num(json_number(k, f, where)) + "</td>";
+                    s += td_num(json_number(k, f, where));
                 s += "</tr>\n";
             }
             s += "</table>\n</details>\n";
@@ -522,24 +510,14 @@ std::string render_token_tables(const fs::path& dir) {
     return s;
 }
 
-std::string render_gold_proxy(const RunLayout& run) {
-    std::string s = section("gold-vs-proxy", "Gold versus proxy: rubric success and learned score against KL");
+std::string render_gold_proxy(const RunLayout& run, const std::vector<RolloutIterationSummary>& iters,
+                              const std::vector<RolloutPoint>& points, const std::string& missing,
+                              const std::map<std::string, std::string>& prompts) {
+    std::string s = section("gold-vs-proxy", "Gold versus proxy per iteration: rubric success and judge score");
     s += "<p>Every saved rollout is scored by the rubric here, after training (never during): its gold success "
          "(recognised, relevant, no unsupported certainty, ended with EOS) against the judge's learned score and the "
          "sampled log-ratio to the SFT reference, iteration by iteration.</p>\n";
-    const fs::path dir = run.ppo_rollouts(kMode);
-    const fs::path corpus = run.corpus();
-    std::vector<RolloutIterationSummary> iters;
-    std::vector<RolloutPoint> points;
-    std::string missing;
-    if (iteration_files(dir).empty()) missing = "no saved rollouts (RUN/ppo/rollouts/continuous)";
-    else if (!exists_file(corpus / "manifest.json")) missing = "no corpus with gold labels (RUN/corpus)";
-    if (missing.empty()) {
-        const GuardedReader reader("report", {run.root});
-        const GoldLabels gold = load_gold(reader, corpus);
-        iters = score_rollouts(dir, gold, &points);
-    }
-    PlotSeries success{"rubric success rate (gold)", {}, {}}, score{"mean judge score (proxy)", {}, {}};
+    PlotSeries success{"rubric success (gold)", {}, {}}, score{"judge score (proxy)", {}, {}};
     PlotSeries success_kl{"iterations", {}, {}}, score_kl{"iterations", {}, {}};
     PlotSeries ok{"rollout: rubric success", {}, {}}, bad{"rollout: rubric failure", {}, {}};
     for (const auto& it : iters) {
@@ -557,20 +535,20 @@ std::string render_gold_proxy(const RunLayout& run) {
         ser.x.push_back(p.logratio);
         ser.y.push_back(p.score);
     }
-    s += svg_plot({"plot-gold-iterations",
-                   "Gold: rubric success per iteration",
-                   "iteration",
-                   "rubric success rate",
-                   {success},
-                   false,
-                   0.0,
-                   1.0},
-                  "Rubric success rate of each iteration's rollouts (gold, scored after training).");
-    s += svg_plot(
-        {"plot-proxy-iterations", "Proxy: judge score per iteration", "iteration", "mean judge score", {score}, false},
-        "Mean learned score of the same rollouts (proxy: a predicted simulated-preference score).");
+    const SftBaselines sft = sft_baselines(run);
+    const std::string sft_name = "SFT, held-out test (dashed)";
+    s += svg_plot({"plot-gold-iterations", "Gold: rubric success per iteration", "iteration", "rubric success rate",
+                   concat({smoothed(success, 2), baseline(success, sft.success, sft_name)}), false, 0.0, 1.0},
+                  "Rubric success rate of each iteration's rollouts (gold, scored after training), against the SFT "
+                  "policy's held-out test success (dashed)." +
+                      kSmoothNote);
+    s += svg_plot({"plot-proxy-iterations", "Proxy: judge score per iteration", "iteration", "mean judge score",
+                   concat({smoothed(score, 0), baseline(score, sft.score, sft_name)}), false},
+                  "Mean raw judge score of the same rollouts (proxy: a predicted simulated-preference score; no "
+                  "missing-EOS penalty, unlike objective/scores)." +
+                      kSmoothNote);
     s += svg_plot({"plot-gold-vs-kl",
-                   "Gold: rubric success vs KL",
+                   "Gold: rubric success vs sampled KL",
                    "mean sampled log-ratio sum (KL)",
                    "rubric success rate",
                    {success_kl},
@@ -580,7 +558,7 @@ std::string render_gold_proxy(const RunLayout& run) {
                   "One point per PPO iteration: rubric success of its rollouts against their mean sampled "
                   "log-ratio to the reference.");
     s += svg_plot({"plot-proxy-vs-kl",
-                   "Proxy: judge score vs KL",
+                   "Proxy: judge score vs sampled KL",
                    "mean sampled log-ratio sum (KL)",
                    "mean judge score",
                    {score_kl},
@@ -595,14 +573,15 @@ std::string render_gold_proxy(const RunLayout& run) {
                    true},
                   "Each saved rollout, coloured by its rubric verdict.");
     if (!missing.empty()) return s + not_run(missing);
-    s += "<table>\n<tr><th>iteration</th><th>rollouts</th><th>rubric successes</th><th>rubric success rate</th>"
-         "<th>mean judge score</th><th>mean sampled log-ratio sum</th></tr>\n";
+    s += "<details><summary>Per-iteration table (" + std::to_string(iters.size()) +
+         " rows)</summary>\n<table>\n<tr><th>iteration</th><th>rollouts</th><th>rubric successes</th><th>rubric "
+         "success rate</th><th>mean judge score</th><th>mean sampled log-ratio sum</th><th>mean sequence "
+         "entropy</th></tr>\n";
     for (const auto& it : iters)
-        s += "<tr><td>" + std::to_string(it.iteration) + "</td><td>" + std::to_string(it.rollouts) + "</td><td>" +
-             std::to_string(it.rubric_successes) + "</td><td>" + num(it.rubric_success_rate) + "</td><td>" +
-             num(it.mean_score) + "</td><td>" + num(it.mean_sampled_logratio) + "</td></tr>\n";
-    s += "</table>\n";
-    return s + render_token_tables(dir);
+        s += "<tr>" + td(it.iteration) + td(it.rollouts) + td(it.rubric_successes) + td_num(it.rubric_success_rate) +
+             td_num(it.mean_score) + td_num(it.mean_sampled_logratio) + td_num(it.mean_sequence_entropy) + "</tr>\n";
+    s += "</table>\n</details>\n";
+    return s + render_token_tables(run.ppo_rollouts(kMode), prompts);
 }
 
 std::string render_evaluation(const RunLayout& run) {
@@ -624,7 +603,8 @@ std::string render_evaluation(const RunLayout& run) {
                              "mean_response_tokens_eos_included",
                              "mean_learned_reward",
                              "mean_sampled_actor_reference_logratio"};
-    s += "<p>Rows and unique contexts are kept apart: 260 generations per policy are 200 distinct prompts.</p>\n";
+    s += "<p>Rows and unique contexts are kept apart: 260 generations per policy are 200 distinct prompts. "
+         "\"mean learned reward\" is the judge's raw score (no missing-EOS penalty).</p>\n";
     for (const char* pop : populations) {
         s += "<h3 id=\"eval-" + std::string(pop) + "\">" + pop + "</h3>\n<table>\n<tr><th>policy</th>";
         for (const char* c : columns) s += std::string("<th>") + c + "</th>";
@@ -632,7 +612,7 @@ std::string render_evaluation(const RunLayout& run) {
         for (const auto& [policy, per_pop] : metrics.items()) {
             if (!per_pop.is_object() || !per_pop.contains(pop)) continue;
             s += "<tr><td>" + html_escape(policy) + "</td>";
-            for (const char* c : columns) s += "<td>" + json_cell(per_pop[pop].value(c, json())) + "</td>";
+            for (const char* c : columns) s += td(per_pop[pop].value(c, json()));
             s += "</tr>\n";
         }
         s += "</table>\n";
@@ -645,13 +625,8 @@ std::string render_evaluation(const RunLayout& run) {
     const json a = read_json_file(sft), b = read_json_file(ppo);
     std::map<std::string, const json*> ppo_rows;
     for (const json& r : json_field(b, "rows_detail", ppo.string())) ppo_rows[json_string(r, "id", ppo.string())] = &r;
-    auto verdict = [](const json& r) {
-        if (!r.contains("rubric")) return std::string("—");
-        const json& v = r["rubric"];
-        return std::string(v.value("rubric_success", false) ? "success" : "failure") + " (" +
-               html_escape(v.value("reason", std::string())) + ")";
-    };
-    auto score = [](const json& r) { return json_cell(r.value("learned_score", json())); };
+    auto verdict = [](const json& r) { return verdict_cell(r.value("rubric", json())); };
+    auto score = [](const json& r) { return td(r.value("learned_score", json())); };
     s += "<table class=\"side\">\n<tr><th>id</th><th>prompt</th><th>expected action</th><th>SFT answer</th><th>SFT "
          "verdict</th><th>SFT score</th><th>PPO answer</th><th>PPO verdict</th><th>PPO score</th></tr>\n";
     std::set<std::string> seen_prompts;
@@ -669,10 +644,9 @@ std::string render_evaluation(const RunLayout& run) {
         const json& q = *it->second;
         ++(probe ? shown_probe : shown_test);
         s += "<tr><td>" + html_escape(id) + "</td><td>" + html_escape(prompt) + "</td><td>" +
-             json_cell(r.value("expected_action", json())) + "</td><td>" + html_escape(r.value("text", std::string())) +
-             "</td><td>" + verdict(r) + "</td><td>" + score(r) + "</td><td>" +
-             html_escape(q.value("text", std::string())) + "</td><td>" + verdict(q) + "</td><td>" + score(q) +
-             "</td></tr>\n";
+             action_label(r.value("expected_action", json())) + "</td><td>" +
+             html_escape(r.value("text", std::string())) + "</td>" + verdict(r) + score(r) + "<td>" +
+             html_escape(q.value("text", std::string())) + "</td>" + verdict(q) + score(q) + "</tr>\n";
     }
     return s + "</table>\n";
 }
@@ -727,8 +701,8 @@ std::string render_exercise(const RunLayout& run) {
         const json& sc = json_field(c, "scores", where);
         s += "<tr><td>" + html_escape(json_string(c, "context", where)) + "</td>";
         for (const char* k : {"correct_plain", "correct_polite", "wrong_plain", "wrong_polite"})
-            s += "<td>" + num(json_number(sc, k, where)) + "</td>";
-        s += "<td>" + num(json_number(c, "correct_politeness_delta", where)) + "</td><td>" +
+            s += td_num(json_number(sc, k, where));
+        s += td_num(json_number(c, "correct_politeness_delta", where)) + "<td class=\"n\">" +
              num(json_number(c, "incorrect_politeness_delta", where)) + "</td><td>" +
              json_cell(c.value("wrong_polite_outranks_correct_plain", json())) + "</td></tr>\n";
     }
@@ -757,12 +731,35 @@ std::string render_run_facts(const RunLayout& run) {
     s += "<table>\n<tr><th>step</th><th>seconds</th><th>command</th></tr>\n";
     if (d.contains("steps") && d["steps"].is_object())
         for (const auto& [step, v] : d["steps"].items())
-            s += "<tr><td>" + html_escape(step) + "</td><td>" + json_cell(v.value("seconds", json())) +
-                 "</td><td><code>" + html_escape(v.value("command", std::string())) + "</code></td></tr>\n";
+            s += "<tr><td>" + html_escape(step) + "</td>" + td(v.value("seconds", json())) + "<td><code>" +
+                 html_escape(v.value("command", std::string())) + "</code></td></tr>\n";
     return s + "</table>\n";
 }
 
 }  // namespace
+
+// The page's style: tables scroll inside their box, numbers right-aligned,
+// plots scale with the page, verdicts and findings coloured.
+const char* const kStyle =
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\n"
+    "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px;display:block;max-width:100%;"
+    "overflow-x:auto}\n"
+    "th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}\n"
+    "td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n"
+    "figure{margin:1em 0}figcaption{font-size:13px;color:#555;max-width:900px}\n"
+    "svg.plot{width:100%;height:auto;max-width:900px;display:block}\n"
+    ".scope{border-left:4px solid #d62728;padding:0.5em 1em;background:#fff5f5}\n"
+    ".notrun{color:#a00;font-style:italic}.text{font-family:monospace;white-space:pre-wrap}\n"
+    ".note{font-size:13px;color:#444}.prompt{font-size:13px;color:#333}\n"
+    "table.tokens td{font-family:monospace}\n"
+    "td.v-ok{background:#e8f5e9}td.v-fail{background:#fff3e0}td.v-uncertified{background:#ffebee}\n"
+    ".findings{border:2px solid #888;border-radius:6px;padding:0.5em 1em;margin:1em 0;background:#f7f7f7}\n"
+    ".findings .verdict{font-size:1.15em;font-weight:bold;padding:0.3em 0.5em;border-radius:4px}\n"
+    ".verdict-bad .verdict{background:#ffebee;color:#b71c1c}.verdict-bad{border-color:#d62728}\n"
+    ".verdict-good .verdict{background:#e8f5e9;color:#1b5e20}.verdict-good{border-color:#2ca02c}\n"
+    ".verdict-neutral .verdict{background:#eeeeee;color:#333}.verdict-neutral{border-color:#888}\n"
+    ".verdict-mixed .verdict{background:#fff8e1;color:#8a5a00}.verdict-mixed{border-color:#ff9800}\n"
+    "summary{cursor:pointer}\n";
 
 std::string render_report(const fs::path& root) {
     if (!fs::is_directory(root)) fail("report: run folder '", root.string(), "' does not exist");
@@ -783,16 +780,11 @@ std::string render_report(const fs::path& root) {
     if (identity.is_object())
         for (const auto& [k, v] : identity.items())
             study += "<tr><th>" + html_escape(k) + "</th><td>" + json_cell(v) + "</td></tr>\n";
-    std::string s =
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + html_escape(title) +
-        "</title>\n<style>\nbody{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\n"
-        "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}\n"
-        "th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}\n"
-        "figure{margin:1em 0}figcaption{font-size:13px;color:#555;max-width:720px}\n"
-        ".scope{border-left:4px solid #d62728;padding:0.5em 1em;background:#fff5f5}\n"
-        ".notrun{color:#a00;font-style:italic}.text{font-family:monospace;white-space:pre-wrap}\n"
-        "table.tokens td{font-family:monospace}\n</style>\n</head>\n<body>\n<h1>" +
-        html_escape(title) + "</h1>\n<div class=\"scope\" id=\"scope\">\n";
+    std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
+                    html_escape(title) + "</title>\n<style>\n" + kStyle + "</style>\n</head>\n<body>\n<h1>" +
+                    html_escape(title) + "</h1>\n";
+    s += render_findings_box(root);
+    s += "<div class=\"scope\" id=\"scope\">\n";
     const json feedback = judge_feedback(root);
     for (const char* line : kScope) {
         std::string text = line;
@@ -810,14 +802,32 @@ std::string render_report(const fs::path& root) {
     }
     s += judge_source_line(run);
     s += "</div>\n";
-    if (!study.empty()) s += "<table id=\"study\">\n" + study + "</table>\n";
-    s += "<nav><a href=\"#training\">training</a> · <a href=\"#ppo\">PPO</a> · <a href=\"#gold-vs-proxy\">gold vs "
-         "proxy</a> · <a href=\"#evaluation\">evaluation</a> · <a href=\"#exercise\">probe factorial</a> · <a "
-         "href=\"#run\">run</a></nav>\n";
+    if (!study.empty())
+        s += "<details><summary>Study identity</summary>\n<table id=\"study\">\n" + study + "</table>\n</details>\n";
+    s += "<nav><a href=\"#findings\">findings</a> · <a href=\"#overoptimisation\">over-optimisation</a> · <a "
+         "href=\"#training\">training</a> · <a href=\"#ppo\">PPO</a> · "
+         "<a href=\"#gold-vs-proxy\">gold vs proxy</a> · "
+         "<a href=\"#evaluation\">evaluation</a> · <a href=\"#diagnostics\">shortcut diagnostics</a> · <a "
+         "href=\"#exercise\">probe factorial</a> · <a href=\"#run\">run</a></nav>\n";
+    // The saved rollouts, scored by the rubric once for the PPO and gold-versus-proxy sections.
+    const fs::path dir = run.ppo_rollouts(kMode), corpus = run.corpus();
+    std::vector<RolloutIterationSummary> iters;
+    std::vector<RolloutPoint> points;
+    std::map<std::string, std::string> prompts;  // rollout prompt id -> text
+    std::string missing;
+    if (iteration_files(dir).empty()) missing = "no saved rollouts (RUN/ppo/rollouts/continuous)";
+    else if (!exists_file(corpus / "manifest.json")) missing = "no corpus with gold labels (RUN/corpus)";
+    if (missing.empty()) {
+        const GuardedReader reader("report", {run.root});
+        iters = score_rollouts(dir, load_gold(reader, corpus), &points);
+        for (const PromptRow& p : load_rollout_prompts(reader, corpus)) prompts[p.id] = p.prompt;
+    }
+    s += render_overoptimisation(root);
     s += render_training(run);
-    s += render_ppo(run);
-    s += render_gold_proxy(run);
+    s += render_ppo(run, iters);
+    s += render_gold_proxy(run, iters, points, missing, prompts);
     s += render_evaluation(run);
+    s += render_diagnostics(root);
     s += render_exercise(run);
     s += render_run_facts(run);
     return s + "</body>\n</html>\n";

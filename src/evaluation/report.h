@@ -6,7 +6,13 @@
 // otherwise:
 //   * scope sentences (verbatim, near the top);
 //   * pretraining, SFT and judge loss curves; judge validation and test;
-//   * PPO per iteration: score, KL, value loss, clip fraction;
+//   * first screen: the Findings box of RUN/findings.json (verdict, key
+//     intervals, replicates and contexts, scope), or a line saying it is absent;
+//   * over-optimisation: gold and proxy against √KL (policy snapshots with
+//     intervals, best-of-n, both fitted curves; findings.json);
+//   * PPO per iteration (smoothed, SFT baselines dashed): judge score, RLHF
+//     reward, KL penalty, KL, approx KL, losses, clip fraction, explained
+//     variance, response length, entropy (from the saved rollouts);
 //   * gold versus proxy: every saved rollout of RUN/ppo/rollouts/continuous
 //     is scored by the rubric here (labels from gold/, after training), and
 //     per iteration its rubric success rate and mean judge score are plotted
@@ -14,6 +20,8 @@
 //   * evaluation tables per policy and population (rows and unique contexts
 //     kept apart), the probe factorial with deltas, SFT and PPO answers side
 //     by side, per-token tables (values, advantages) of a few rollouts;
+//   * shortcut diagnostics (RUN/eval/diagnostics.json, see diagnostics.h;
+//     computed here for an older run without the file);
 //   * resume checks and seconds per step.
 // The output is a function of the run folder's files only (deterministic).
 #pragma once
@@ -39,8 +47,13 @@ json judge_feedback(const std::filesystem::path& run);
 // ---- plotting (inline SVG) ------------------------------------------------
 
 struct PlotSeries {
+    enum class Style { automatic, line, markers, faint_markers };
     std::string name;
-    std::vector<double> x, y;  // (points) same length; non-finite points are skipped
+    std::vector<double> x, y;               // (points) same length; non-finite points are skipped
+    std::vector<double> y_low{}, y_high{};  // (points) interval bars, empty or the same length as y
+    Style style = Style::automatic;         // automatic: the plot's `scatter`, markers on lines of ≤ 60 points
+    bool dashed = false;                    // a dashed line (baselines)
+    std::string colour{};                   // "" = the palette's k-th colour
 };
 
 struct PlotSpec {
@@ -50,15 +63,27 @@ struct PlotSpec {
     std::vector<PlotSeries> series;
     bool scatter = false;             // markers only (true) or lines with markers
     double y_min = NAN, y_max = NAN;  // a fixed y range (rates: 0..1) when both are finite
+    bool x_from_zero = false;         // the x axis starts at 0 (√KL: SFT at the origin)
 };
 
 // A <figure> holding an <svg id=…> with axes, ticks, labels, a legend and a
 // <figcaption>; a plot without any finite point says so instead of drawing.
+// The SVG has a viewBox and scales with the page (CSS width 100 %).
 std::string svg_plot(const PlotSpec& spec, std::string_view caption);
+// Several panels stacked vertically in one <svg id=…> (each panel's own id
+// is ignored; their titles label them).
+std::string svg_panels(const std::string& id, const std::string& title, const std::vector<PlotSpec>& panels,
+                       std::string_view caption);
 
 // "Nice" tick values (1, 2, 5 × 10^k steps, at most target_count intervals)
 // inside [lo, hi]; `integers`: steps of at least 1 (an axis of iterations).
 std::vector<double> plot_ticks(double lo, double hi, int target_count = 5, bool integers = false);
+
+// The per-iteration curves are smoothed by a centred moving average over
+// kSmoothingWindow iterations (fewer at the ends: the window is truncated);
+// non-finite values are left out of every mean (NaN where none is finite).
+inline constexpr int kSmoothingWindow = 9;
+std::vector<double> moving_average(const std::vector<double>& y, int window);
 
 // ---- gold versus proxy -----------------------------------------------------
 
@@ -69,6 +94,7 @@ struct RolloutIterationSummary {
     double rubric_success_rate = 0;
     double mean_score = 0;             // the judge's learned score
     double mean_sampled_logratio = 0;  // mean over rollouts of sampled_logratio_sum (TRL objective/kl)
+    double mean_sequence_entropy = 0;  // mean over rollouts of −Σ old_logp (TRL objective/entropy)
 };
 
 // Scores every rollout of RUN/ppo/rollouts/<mode>/iteration-NNN.json with the

@@ -87,8 +87,10 @@ PY
 "$BIN" run --help | grep -q "reward-test" || { echo "run --help does not list the steps"; exit 1; }
 # The report, loaded by a real headless browser: the plots are in its DOM.
 chromium --headless --no-sandbox --disable-gpu --dump-dom "file://$RUN/report.html" 2>/dev/null > "$WORK/dom.html"
-for plot in plot-sft-loss plot-judge-loss plot-ppo-score plot-ppo-kl plot-ppo-value-loss plot-ppo-clipfrac \
-            plot-gold-iterations plot-proxy-iterations plot-gold-vs-kl plot-rollouts-score-kl plot-probe-deltas; do
+for plot in plot-overoptimisation plot-sft-loss plot-judge-loss plot-ppo-score plot-ppo-rlhf-reward \
+            plot-ppo-kl-penalty plot-ppo-kl plot-ppo-approxkl plot-ppo-value-loss plot-ppo-clipfrac \
+            plot-ppo-explained-variance plot-ppo-length plot-ppo-entropy plot-gold-iterations \
+            plot-proxy-iterations plot-gold-vs-kl plot-rollouts-score-kl plot-probe-deltas; do
   grep -q "<svg id=\"$plot\"" "$WORK/dom.html" || { echo "report.html: plot $plot not found by chromium"; exit 1; }
 done
 grep -q "no human study" "$WORK/dom.html" || { echo "report.html: scope sentence missing"; exit 1; }

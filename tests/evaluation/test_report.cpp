@@ -15,6 +15,8 @@
 #include "data/corpus.h"
 #include "data/guarded_fs.h"
 #include "data/rubric.h"
+#include "evaluation/diagnostics.h"
+#include "evaluation/populations.h"
 #include "evaluation/report.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -108,6 +110,7 @@ json rollout(const std::string& id, const std::string& prompt_id, const std::str
             {"finish_reason", finish},
             {"score", score},
             {"sampled_logratio_sum", logratio},
+            {"response_ids", {11, 12}},
             {"tokens", json::array({token(11, "<tok&1>", 0.25, 0.5), token(12, "two", 0.125, -0.75)})}};
 }
 
@@ -131,6 +134,7 @@ json metrics_of(int rows, int distinct, double success) {
 struct SyntheticRun {
     fs::path root;
     std::string success_text;
+    std::string prompt0;  // the text of the first rollout prompt
 };
 
 SyntheticRun make_run(const std::string& name) {
@@ -142,6 +146,7 @@ SyntheticRun make_run(const std::string& name) {
     const auto prompts = load_rollout_prompts(reader, r.root / "corpus");
     const GoldLabels gold = load_gold(reader, r.root / "corpus");
     const std::string p0 = prompts.at(0).id, p1 = prompts.at(1).id;
+    r.prompt0 = prompts.at(0).prompt;
     r.success_text = response_text(gold.at(p0).expected_action, 1, false);
     EXPECT_TRUE(evaluate_response(r.success_text, FinishReason::eos, gold.at(p0).expected_action).rubric_success);
 
@@ -202,17 +207,22 @@ void add_evaluation(const SyntheticRun& r) {
                    {"all_rows", metrics_of(260, 200, 0.4375)},
                    {"all_unique_contexts", metrics_of(200, 200, 0.475)}};
     put(r.root / "eval" / "metrics.json", {{"sft", policy}, {"ppo", policy}});
+    // complete scored rows (the diagnostics read them as evaluate wrote them);
+    // the verdict says success or failure as the fixture needs, whatever the text
     auto row = [](const std::string& id, const std::string& pop, const std::string& prompt, const std::string& text,
                   bool ok) {
-        return json{{"id", id},
-                    {"family", id.substr(0, id.find('-'))},
-                    {"population", pop},
-                    {"prompt", prompt},
-                    {"text", text},
-                    {"finish_reason", "eos"},
-                    {"learned_score", ok ? 1.0 : -1.0},
-                    {"expected_action", 2},
-                    {"rubric", {{"rubric_success", ok}, {"reason", ok ? "ok" : "not recognised"}}}};
+        EvalRow r;
+        r.id = id;
+        r.family = id.substr(0, id.find('-'));
+        r.population = pop;
+        r.prompt = prompt;
+        r.text = text;
+        r.response = {5, 6, 7};
+        r.finish_reason = "eos";
+        r.learned_score = ok ? 1.0 : -1.0;
+        r.expected_action = 2;
+        r.verdict = evaluate_response(ok ? response_text(2, 0, false) : text, FinishReason::eos, 2);
+        return json::parse(eval_row_to_json(r).dump());
     };
     put(r.root / "eval" / "sft-scored.json",
         {{"rows_detail",
@@ -246,6 +256,72 @@ void add_evaluation(const SyntheticRun& r) {
                                      {"per_context", contexts}}},
                                    {"judge_learned_sha256", {{"before", "ab"}, {"after", "ab"}}},
                                    {"artefacts_unchanged", true}});
+}
+
+// findings.json as `ppolab findings` writes it (its schema; values chosen here).
+json interval(double mean, double low, double high, int contexts = 180) {
+    return {{"mean", mean}, {"low", low}, {"high", high}, {"replicates", 5}, {"contexts", contexts}};
+}
+
+json metric_set(double success, int contexts) {
+    return {{"rubric_success", interval(success, success - 0.08, success + 0.08, contexts)},
+            {"relevant", interval(success, success - 0.1, success + 0.1, contexts)},
+            {"learned_score", interval(1.75, 1.5, 2.0, contexts)},
+            {"kl_exact_to_sft", interval(3.5, 3.0, 4.25, contexts)},
+            {"response_tokens", interval(-2.5, -3.0, -2.0, contexts)}};
+}
+
+json findings_fixture(const std::string& code) {
+    json snapshots = json::array(), bon = json::array();
+    for (int k = 0; k <= 3; ++k) {
+        const double d = 0.5 * k;
+        snapshots.push_back({{"iteration", 25 * k},
+                             {"kl_exact", interval(d * d, d * d, d * d)},
+                             {"kl_k1", interval(d * d, d * d, d * d)},
+                             {"sqrt_kl", interval(d, d, d)},
+                             {"gold", interval(-0.1 * k, -0.1 * k - 0.05, -0.1 * k + 0.05)},
+                             {"proxy", interval(0.5 * k, 0.5 * k - 0.25, 0.5 * k + 0.25)}});
+        const double n = 1 << k, kl = std::log(n) - (n - 1) / n;
+        bon.push_back({{"n", n},
+                       {"kl_bon", kl},
+                       {"sqrt_kl", std::sqrt(kl)},
+                       {"gold", interval(0.02 * k, 0.0, 0.04 * k)},
+                       {"proxy", interval(0.3 * k, 0.2 * k, 0.4 * k)}});
+    }
+    auto fit = [](double a, double b, bool peak) {
+        return json{{"alpha", interval(a, a - 0.1, a + 0.1)},
+                    {"beta", interval(b, b - 0.05, b + 0.05)},
+                    {"d_star", peak ? interval(0.75, 0.5, 1.0) : json(nullptr)},
+                    {"has_peak", peak},
+                    {"points", 4}};
+    };
+    return {{"format", "ppolab-findings"},
+            {"replicates", 5},
+            {"confidence",
+             {{"method", "hierarchical bootstrap <replicates, then contexts>"},
+              {"level", 0.95},
+              {"resamples", 2000},
+              {"seed", 20261201}}},
+            {"policies",
+             {{"sft", {{"test", metric_set(0.44, 180)}, {"probe", metric_set(0.15, 20)}}},
+              {"ppo", {{"test", metric_set(0.3, 180)}, {"probe", metric_set(0.2, 20)}}}}},
+            {"ppo_minus_sft",
+             {{"test",
+               {{"rubric_success", interval(-0.14, -0.22, -0.06)},
+                {"relevant", interval(-0.14, -0.2, -0.08)},
+                {"learned_score", interval(1.875, 1.5, 2.25)},
+                {"kl_exact_to_sft", interval(3.5, 3.0, 4.25)},
+                {"response_tokens", interval(-2.5, -3.0, -2.0)}}},
+              {"probe", metric_set(0.05, 20)}}},
+            {"verdict", {{"code", code}, {"text", "PPO lowered rubric success on test by 14 points <R&D>"}}},
+            {"scope", "Simulated preferences from a finite rubric; no human study. Tiny model <fixture>."},
+            {"overoptimisation",
+             {{"snapshots", snapshots},
+              {"best_of_n", bon},
+              {"fits",
+               {{"rl", {{"gold", fit(-0.15, 0.05, false)}, {"proxy", fit(1.0, -0.1, false)}}},
+                {"best_of_n", {{"gold", fit(0.05, 0.033, true)}, {"proxy", fit(0.5, 0.1, true)}}}}},
+              {"answer", {{"text", "At the same KL, best-of-n kept gold while PPO lost it."}}}}}};
 }
 
 TEST(Report, HtmlEscape) {
@@ -311,50 +387,243 @@ TEST(Report, GoldVersusProxyScoresEveryRollout) {
 TEST(Report, FullRunHasEveryPlotSectionAndTable) {
     const SyntheticRun r = make_run("full");
     add_evaluation(r);
+    put(r.root / "findings.json", findings_fixture("exploited"));
     const std::string html = render_report(r.root);
     Parsed p;
     ASSERT_NO_THROW(p = parse_html(html));
     EXPECT_EQ(p.svg_ids, report_plot_ids);
-    for (const char* id : {"scope", "training", "ppo", "gold-vs-proxy", "rollout-tokens", "evaluation", "eval-test",
-                           "eval-probe_rows", "eval-probe_unique_contexts", "eval-all_rows", "eval-all_unique_contexts",
-                           "side-by-side", "exercise", "run", "reward-test"})
+    for (const char* id : {"findings",
+                           "verdict",
+                           "findings-intervals",
+                           "findings-units",
+                           "findings-scope",
+                           "scope",
+                           "overoptimisation",
+                           "overoptimisation-answer",
+                           "training",
+                           "ppo",
+                           "scores-note",
+                           "gold-vs-proxy",
+                           "rollout-tokens",
+                           "evaluation",
+                           "eval-test",
+                           "eval-probe_rows",
+                           "eval-probe_unique_contexts",
+                           "eval-all_rows",
+                           "eval-all_unique_contexts",
+                           "side-by-side",
+                           "diagnostics",
+                           "diagnostics-summary",
+                           "diagnostics-sft",
+                           "diagnostics-ppo",
+                           "diagnostics-rollouts",
+                           "exercise",
+                           "run",
+                           "reward-test"})
         EXPECT_TRUE(p.ids.count(id)) << id;
     EXPECT_EQ(count(html, "<svg"), report_plot_ids.size());
     EXPECT_EQ(count(html, "no data (not run)"), 0u) << "every plot has data";
     EXPECT_EQ(count(html, "not run"), 0u);
+    EXPECT_FALSE(std::regex_search(html, std::regex("\\b(nan|inf)\\b", std::regex::icase))) << "no NaN in the HTML";
     EXPECT_EQ(count(html, "<script"), 0u) << "no script (and rollout text escaped)";
     EXPECT_EQ(count(html, "http://") + count(html, "https://"), count(html, "xmlns=\"http://www.w3.org/2000/svg\""))
         << "no external resource";
-    // scope sentences verbatim, before the first plot
+    // every plot scales with the page
+    EXPECT_EQ(count(html, "width=\"100%\" viewBox=\"0 0 "), report_plot_ids.size());
+    // scope sentences verbatim, before the first plot; the Findings box first of all
     for (const char* line : {"Simulated preferences from a finite rubric; no human study.",
                              "The learned score is a predicted simulated-preference score, not human utility.",
                              "The 80 probe rows are 20 independent contexts"})
         EXPECT_LT(p.text.find(line), html.find("<svg")) << line;
+    EXPECT_LT(html.find("id=\"findings\""), html.find("id=\"scope\""));
     // escaped texts from files
     EXPECT_NE(html.find("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; more"), std::string::npos);
     EXPECT_NE(html.find("&lt;tok&amp;1&gt;"), std::string::npos);
     EXPECT_NE(html.find("Printer &lt;jammed&gt;?"), std::string::npos);
     EXPECT_NE(html.find("ppo answer &lt;one&gt;"), std::string::npos);
-    // gold-vs-proxy table: iteration 1 is 1 of 2, iteration 2 is 0 of 2
-    EXPECT_NE(html.find("<tr><td>1</td><td>2</td><td>1</td><td>0.5</td><td>0.5</td><td>0.5</td></tr>"),
+    // gold-vs-proxy table: iteration 1 is 1 of 2, iteration 2 is 0 of 2; entropy −Σ old_logp = 2 × 1.5
+    const std::string n = "<td class=\"n\">";
+    EXPECT_NE(html.find("<tr>" + n + "1</td>" + n + "2</td>" + n + "1</td>" + n + "0.5</td>" + n + "0.5</td>" + n +
+                        "0.5</td>" + n + "3</td></tr>"),
               std::string::npos);
-    EXPECT_NE(html.find("<tr><td>2</td><td>2</td><td>0</td><td>0</td><td>3</td><td>1.5</td></tr>"), std::string::npos);
-    // per-token tables: first and last iteration, two rollouts each
+    EXPECT_NE(html.find("<tr>" + n + "2</td>" + n + "2</td>" + n + "0</td>" + n + "0</td>" + n + "3</td>" + n +
+                        "1.5</td>" + n + "3</td></tr>"),
+              std::string::npos);
+    // the two long per-iteration tables are collapsed
+    EXPECT_EQ(count(html, "<details><summary>Per-iteration table"), 2u);
+    // per-token tables: first and last iteration, two rollouts each, with their prompts
     EXPECT_EQ(count(html, "<table class=\"tokens\">"), 4u);
+    EXPECT_EQ(count(html, "<p class=\"prompt\">Prompt: " + html_escape(r.prompt0)), 2u);
     // side by side: one row per family (the two probe rows share one prompt)
     EXPECT_EQ(count(html, "<td>OH001-T0</td>"), 1u);
     EXPECT_EQ(count(html, "<td>PROBE01-C0-P0</td>"), 1u);
     EXPECT_EQ(count(html, "<td>PROBE01-C0-P1</td>"), 0u);
     EXPECT_EQ(count(html, "<td>OH001-T1</td>"), 0u) << "one row per family";
+    EXPECT_EQ(count(html, "<td>reenable_audio</td>"), 2u) << "action names, not indices";
+    EXPECT_GE(count(html, "<td class=\"v-ok\">success"), 1u);
+    EXPECT_GE(count(html, "<td class=\"v-uncertified\">failure"), 1u);
     // the probe factorial with its deltas
-    EXPECT_EQ(count(html, "<td>0.5</td><td>1.5</td><td>yes</td>"), 2u);
+    EXPECT_EQ(count(html, n + "0.5</td>" + n + "1.5</td><td>yes</td>"), 2u);
     // a population table holds both policies
-    EXPECT_NE(html.find("<tr><td>ppo</td><td>80</td><td>20</td><td>0.25</td>"), std::string::npos);
+    EXPECT_NE(html.find("<tr><td>ppo</td>" + n + "80</td>" + n + "20</td>" + n + "0.25</td>"), std::string::npos);
+    // PPO: the missing-EOS note; the SFT baselines dashed (score, length, gold)
+    EXPECT_NE(html.find("ppo.missing_eos_penalty instead of its judge score"), std::string::npos);
+    EXPECT_EQ(count(html, "data-name=\"SFT, held-out test (dashed)\""), 4u);
+    EXPECT_GE(count(html, "stroke-dasharray"), 5u);
+    EXPECT_NE(html.find("moving average over 9 iterations"), std::string::npos);
+    // diagnostics computed here (no diagnostics.json): the PPO fixture's uncertified outputs grouped
+    EXPECT_NE(html.find("RUN/eval/diagnostics.json is absent"), std::string::npos);
+    EXPECT_NE(html.find("<li><b>other</b>: 1 of 1 — e.g. PROBE01-C0-P0"), std::string::npos) << "sft: one context";
+    EXPECT_NE(html.find("<li><b>other</b>: 2 of 2"), std::string::npos) << "rollouts: two texts outside the grammar";
     // the study identity (from the SFT report while RUN/results.json does not exist yet)
     EXPECT_TRUE(p.ids.count("study"));
     EXPECT_NE(html.find("<tr><th>preset</th><td>tiny&lt;x&gt;</td></tr>"), std::string::npos);
     EXPECT_EQ(render_report(r.root), html) << "deterministic";
     fs::remove_all(r.root.parent_path());
+}
+
+TEST(Report, FindingsBoxVerdictIntervalsAndScope) {
+    const SyntheticRun r = make_run("findings");
+    put(r.root / "findings.json", findings_fixture("exploited"));
+    std::string html = render_report(r.root);
+    ASSERT_NO_THROW(parse_html(html));
+    EXPECT_NE(html.find("<div id=\"findings\" class=\"findings verdict-bad\" data-verdict=\"exploited\">"),
+              std::string::npos);
+    EXPECT_NE(html.find("PPO lowered rubric success on test by 14 points &lt;R&amp;D&gt;"), std::string::npos);
+    // success in points (×100), judge score and exact KL, with their intervals
+    EXPECT_NE(html.find("<th>PPO − SFT rubric success (points)</th><td class=\"n\">-14 [-22, -6]</td>"),
+              std::string::npos);
+    EXPECT_NE(html.find("<th>PPO − SFT judge score</th><td class=\"n\">1.88 [1.5, 2.25]</td>"), std::string::npos);
+    EXPECT_NE(html.find("<th>PPO exact KL to SFT (nats per sequence)</th><td class=\"n\">3.5 [3, 4.25]</td>"),
+              std::string::npos);
+    EXPECT_NE(html.find("5 replicates; 180 test and 20 probe contexts"), std::string::npos);
+    EXPECT_NE(html.find("hierarchical bootstrap &lt;replicates, then contexts&gt;, 2000 resamples, seed 20261201"),
+              std::string::npos);
+    EXPECT_NE(html.find("Tiny model &lt;fixture&gt;."), std::string::npos);
+    EXPECT_LT(html.find("id=\"findings\""), html.find("<svg")) << "first screen";
+    // the chart: two panels in one svg, interval bars on every snapshot and best-of-n point, both fits, the answer
+    const size_t a = html.find("<svg id=\"plot-overoptimisation\""), b = html.find("</svg>", a);
+    ASSERT_NE(a, std::string::npos);
+    const std::string chart = html.substr(a, b - a);
+    EXPECT_NE(chart.find("Gold: rubric success relative to SFT"), std::string::npos);
+    EXPECT_NE(chart.find("Proxy: judge score relative to SFT"), std::string::npos);
+    EXPECT_EQ(count(chart, "class=\"bar\""), 2u * (4 + 4));
+    for (const char* name : {"PPO snapshots (interval bars)", "best-of-n from SFT", "RL fit d(α − β log d)",
+                             "best-of-n fit d(α − βd)", "SFT (origin)"})
+        EXPECT_EQ(count(chart, std::string("data-name=\"") + name + "\""), 2u) << name;
+    EXPECT_NE(html.find("At the same KL, best-of-n kept gold while PPO lost it."), std::string::npos);
+    EXPECT_NE(html.find("gold: RL fit no peak in the fitted range; best-of-n fit peak at d* = 0.75 [0.5, 1]"),
+              std::string::npos);
+    // the colour follows the code
+    for (const auto& [code, cls] : std::vector<std::pair<std::string, std::string>>{{"improved", "verdict-good"},
+                                                                                    {"no_change", "verdict-neutral"},
+                                                                                    {"gold_fell", "verdict-bad"},
+                                                                                    {"mixed", "verdict-mixed"}}) {
+        fs::remove(r.root / "findings.json");
+        put(r.root / "findings.json", findings_fixture(code));
+        html = render_report(r.root);
+        EXPECT_NE(html.find("class=\"findings " + cls + "\""), std::string::npos) << code;
+    }
+    // a wrong format names the file and the field
+    json bad = findings_fixture("improved");
+    bad["format"] = "other";
+    fs::remove(r.root / "findings.json");
+    put(r.root / "findings.json", bad);
+    try {
+        render_report(r.root);
+        ADD_FAILURE() << "a wrong format was accepted";
+    } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("findings.json: field 'format' must be 'ppolab-findings', got 'other'"), std::string::npos)
+            << m;
+    }
+    // a malformed interval names its place
+    bad = findings_fixture("improved");
+    bad["ppo_minus_sft"]["test"]["learned_score"] = "high";
+    fs::remove(r.root / "findings.json");
+    put(r.root / "findings.json", bad);
+    try {
+        render_report(r.root);
+        ADD_FAILURE() << "a malformed interval was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("findings.json.ppo_minus_sft.test.learned_score: expected an interval"),
+                  std::string::npos)
+            << e.what();
+    }
+    fs::remove_all(r.root.parent_path());
+}
+
+TEST(Report, FindingsAbsentSaysSo) {
+    const SyntheticRun r = make_run("nofindings");
+    const std::string html = render_report(r.root);
+    Parsed p;
+    ASSERT_NO_THROW(p = parse_html(html));
+    EXPECT_TRUE(p.ids.count("findings-absent"));
+    EXPECT_NE(html.find("No findings: RUN/findings.json is absent"), std::string::npos);
+    EXPECT_EQ(html.substr(html.find("</style>")).find("verdict-"), std::string::npos) << "no verdict class";
+    EXPECT_NE(html.find("not run: ppolab findings"), std::string::npos);
+    EXPECT_FALSE(std::regex_search(html, std::regex("\\b(nan|inf)\\b", std::regex::icase)));
+    fs::remove_all(r.root.parent_path());
+}
+
+TEST(Report, DiagnosticsFileIsShownWithItsGroups) {
+    const SyntheticRun r = make_run("diagnostics");
+    add_evaluation(r);
+    write_shortcut_diagnostics(GuardedReader("test", {r.root}), RunLayout{r.root});
+    const json d = read_json_file(r.root / "eval" / "diagnostics.json");
+    const std::string html = render_report(r.root);
+    ASSERT_NO_THROW(parse_html(html));
+    EXPECT_EQ(html.find("RUN/eval/diagnostics.json is absent"), std::string::npos) << "read, not recomputed";
+    // the rollouts: two recognised (the correct text, with and without EOS), two uncertified
+    const json& ro = d["groups"]["rollouts"];
+    ASSERT_EQ(ro["outputs"], 4);
+    for (const json& g : ro["uncertified_edit_groups"])
+        EXPECT_NE(html.find("<li><b>" + html_escape(g["group"].get<std::string>()) + "</b>: " +
+                            std::to_string(g["count"].get<int>()) + " of " + std::to_string(g["of"].get<int>())),
+                  std::string::npos)
+            << g.dump();
+    EXPECT_NE(html.find("<th>action: reenable_audio</th>"), std::string::npos);
+    EXPECT_NE(html.find("<th>r(judge score, polite)</th>"), std::string::npos);
+    EXPECT_NE(html.find("— (constant polite flag"), std::string::npos) << "undefined r says why";
+    fs::remove_all(r.root.parent_path());
+}
+
+TEST(Report, MovingAverageIsCentredAndTruncated) {
+    EXPECT_EQ(moving_average({1, 2, 3, 4, 5}, 3), (std::vector<double>{1.5, 2, 3, 4, 4.5}));
+    EXPECT_EQ(moving_average({1, 2, 3, 4, 5}, 1), (std::vector<double>{1, 2, 3, 4, 5}));
+    const auto m = moving_average({1, NAN, 3, NAN, NAN, NAN}, 3);
+    EXPECT_EQ(m[0], 1);
+    EXPECT_EQ(m[1], 2);
+    EXPECT_EQ(m[2], 3);
+    EXPECT_EQ(m[3], 3);
+    EXPECT_TRUE(std::isnan(m[4])) << "no finite value in the window";
+    // window 9 over 0..19: interior means are the centre, ends the truncated window's mean
+    std::vector<double> y(20);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<double>(i);
+    const auto s = moving_average(y, kSmoothingWindow);
+    EXPECT_DOUBLE_EQ(s[10], 10);
+    EXPECT_DOUBLE_EQ(s[0], 2);    // mean of 0..4
+    EXPECT_DOUBLE_EQ(s[19], 17);  // mean of 15..19
+}
+
+TEST(Report, IntervalBarsAndDashedBaselines) {
+    PlotSeries pts{"p", {1, 2}, {0.5, 0.25}};
+    pts.y_low = {0.25, NAN};
+    pts.y_high = {0.75, NAN};
+    pts.style = PlotSeries::Style::markers;
+    PlotSeries base{"b", {1, 2}, {0.1, 0.1}};
+    base.dashed = true;
+    base.style = PlotSeries::Style::line;
+    const std::string s = svg_plot({"plot-i", "I", "x", "y", {pts, base}, false}, "c");
+    EXPECT_EQ(count(s, "class=\"bar\""), 1u) << "no bar where the interval is not finite";
+    EXPECT_EQ(count(s, "stroke-dasharray=\"6 4\""), 2u) << "the line and its legend sample";
+    EXPECT_NE(s.find(">0.6</text>"), std::string::npos) << "the axis covers the bar's top 0.75 (points end at 0.5)";
+    EXPECT_NO_THROW(parse_html(s));
+    const std::string two =
+        svg_panels("plot-two", "Two", {{"", "A", "x", "y", {pts}, true}, {"", "B", "x", "y", {}, true}}, "c");
+    EXPECT_EQ(count(two, "<svg"), 1u);
+    EXPECT_NE(two.find("viewBox=\"0 0 720 640\""), std::string::npos);
+    EXPECT_EQ(count(two, "no data (not run)"), 1u) << "the empty panel says so";
 }
 
 TEST(Report, MissingStagesSayNotRun) {
@@ -366,7 +635,7 @@ TEST(Report, MissingStagesSayNotRun) {
     EXPECT_EQ(p.svg_ids, report_plot_ids);
     EXPECT_EQ(count(html, "no data (not run)"), report_plot_ids.size());
     for (const char* what : {"not run: evaluate", "not run: exercise", "not run: PPO", "not run: reward-test",
-                             "not run: no saved rollouts"})
+                             "not run: no saved rollouts", "not run: ppolab findings", "No findings"})
         EXPECT_NE(html.find(what), std::string::npos) << what;
     EXPECT_THROW(render_report(root / "absent"), Error);
     fs::remove_all(root.parent_path());

@@ -7,6 +7,7 @@
 
 #include "support/test_support.h"
 #include "training/config_types.h"
+#include "training/run_layout.h"
 #include "training/study_config.h"
 #include "util/error.h"
 #include "util/sha256.h"
@@ -207,4 +208,22 @@ TEST(StudyConfigTypes, StudySeedRuleAndTheHash) {
     EXPECT_NE(error_of([] { effective_config("tiny", {}, {"replicates.count=0"}); }).find("replicates.count"),
               std::string::npos);
     EXPECT_NE(error_of([] { effective_config("tiny", {}, {"study.seed=-1"}); }).find("study.seed"), std::string::npos);
+}
+
+// A replicate's folder: its own stages, eval and report; the study's corpus,
+// lock and findings; the study's base unless it pretrains its own.
+TEST(RunLayoutReplicates, ChainFoldersShareTheStudysCorpusAndBase) {
+    const RunLayout study{fs::path("runs/s")};
+    EXPECT_FALSE(study.is_replicate());
+    EXPECT_EQ(study.corpus(), fs::path("runs/s/corpus"));
+    EXPECT_EQ(study.findings(), fs::path("runs/s/findings.json"));
+    const RunLayout r2 = RunLayout::replicate("runs/s", 2, false);
+    EXPECT_TRUE(r2.is_replicate());
+    EXPECT_EQ(r2.study(), fs::path("runs/s"));
+    EXPECT_EQ(r2.stage("sft"), fs::path("runs/s/replicates/2/sft"));
+    EXPECT_EQ(r2.eval(), fs::path("runs/s/replicates/2/eval"));
+    EXPECT_EQ(r2.corpus(), fs::path("runs/s/corpus"));
+    EXPECT_EQ(r2.base(), fs::path("runs/s/base"));
+    EXPECT_EQ(r2.findings(), fs::path("runs/s/findings.json"));
+    EXPECT_EQ(RunLayout::replicate("runs/s", 2, true).base(), fs::path("runs/s/replicates/2/base"));
 }
