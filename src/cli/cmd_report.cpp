@@ -20,7 +20,7 @@ int run_report(const Args& args) {
     const fs::path out = args.has("out") ? fs::path(args.get("out")) : run.report_html();
     const StageOptions o = stage_options(args, path_inside(out, run.study()) ? RunAccess::write : RunAccess::read);
     if (fs::exists(out)) fail("refusing to overwrite ", out.string(), " (report writes it once)");
-    write_report(o.run.root, out);
+    write_report(o.run, out);
     std::printf("report: %s\n", out.string().c_str());
     return 0;
 }

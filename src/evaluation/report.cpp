@@ -761,15 +761,19 @@ const char* const kStyle =
     ".verdict-mixed .verdict{background:#fff8e1;color:#8a5a00}.verdict-mixed{border-color:#ff9800}\n"
     "summary{cursor:pointer}\n";
 
-std::string render_report(const fs::path& root) {
+std::string render_report(const fs::path& root) { return render_report(RunLayout{root}); }
+
+std::string render_report(const RunLayout& run) {
+    const fs::path& root = run.root;
     if (!fs::is_directory(root)) fail("report: run folder '", root.string(), "' does not exist");
-    const RunLayout run{root};
-    std::string title = "ppolab report — " + root.filename().string();
+    // A set of replicates: this chain's stages, the set's findings and results.
+    std::string title = "ppolab report — " + run.study().filename().string() +
+                        (run.is_replicate() ? " (stages of " + root.lexically_relative(run.study()).string() + ")" : "");
     std::string study;
     // The study's identity: RUN/results.json (written by `ppolab run` after
     // this step), else the configuration identity of the SFT report.
     json identity;
-    const fs::path results = run.results(), sft = run.report("sft", kMode);
+    const fs::path results = run.study() / "results.json", sft = run.report("sft", kMode);
     if (exists_file(results)) {
         const json r = read_json_file(results);
         if (r.contains("study")) identity = r["study"];
@@ -783,7 +787,7 @@ std::string render_report(const fs::path& root) {
     std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
                     html_escape(title) + "</title>\n<style>\n" + kStyle + "</style>\n</head>\n<body>\n<h1>" +
                     html_escape(title) + "</h1>\n";
-    s += render_findings_box(root);
+    s += render_findings_box(run.study());
     s += "<div class=\"scope\" id=\"scope\">\n";
     const json feedback = judge_feedback(root);
     for (const char* line : kScope) {
@@ -822,7 +826,7 @@ std::string render_report(const fs::path& root) {
         iters = score_rollouts(dir, load_gold(reader, corpus), &points);
         for (const PromptRow& p : load_rollout_prompts(reader, corpus)) prompts[p.id] = p.prompt;
     }
-    s += render_overoptimisation(root);
+    s += render_overoptimisation(run.study());
     s += render_training(run);
     s += render_ppo(run, iters);
     s += render_gold_proxy(run, iters, points, missing, prompts);
@@ -833,7 +837,7 @@ std::string render_report(const fs::path& root) {
     return s + "</body>\n</html>\n";
 }
 
-void write_report(const fs::path& run, const fs::path& out) {
+void write_report(const RunLayout& run, const fs::path& out) {
     if (fs::exists(out)) fail("report: '", out.string(), "' exists; refusing to overwrite it");
     write_file_atomic(out, render_report(run));
 }

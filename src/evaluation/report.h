@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "data/corpus.h"
+#include "training/run_layout.h"
 #include "util/json.h"
 
 namespace ppolab {
@@ -105,8 +106,10 @@ std::vector<RolloutIterationSummary> gold_versus_proxy(const fs::path& rollouts_
 
 // The whole page for the run folder `run`.
 std::string render_report(const fs::path& run);
+// A chain of a set (RUN/replicates/<k>): its stages, the set's findings.
+std::string render_report(const RunLayout& run);
 // Renders and writes `out` atomically; refuses an existing `out`.
-void write_report(const fs::path& run, const fs::path& out);
+void write_report(const RunLayout& run, const fs::path& out);
 
 // The id of every plot the page holds for a given run (what tests look for).
 extern const std::vector<std::string> report_plot_ids;

@@ -659,9 +659,9 @@ TEST(Report, BadInputNamesTheFileAndField) {
 TEST(Report, WriteRefusesToOverwrite) {
     const fs::path root = temp_dir("write") / "run";
     fs::create_directories(root);
-    write_report(root, root / "report.html");
+    write_report(RunLayout{root}, root / "report.html");
     const std::string first = read_file(root / "report.html");
-    EXPECT_THROW(write_report(root, root / "report.html"), Error);
+    EXPECT_THROW(write_report(RunLayout{root}, root / "report.html"), Error);
     EXPECT_EQ(read_file(root / "report.html"), first);
     fs::remove_all(root.parent_path());
 }
