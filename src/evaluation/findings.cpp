@@ -57,9 +57,21 @@ void held_out_findings(const std::vector<RunLayout>& chains, json& out) {
                 fail(chains[k].eval().string(), "/", policy,
                      "-scored.json: its prompts differ from those of the first chain's sft-scored.json");
     const BootstrapSettings settings = findings_bootstrap();
+    auto finite = [](const ClusteredValues& v) {
+        for (const auto& r : v)
+            for (double x : r)
+                if (!std::isfinite(x)) return false;
+        return true;
+    };
     for (size_t p = 0; p < kPopulations.size(); ++p) {
         for (size_t m = 0; m < kMetrics.size(); ++m) {
             const ClusteredValues sft = clustered(by_policy["sft"], p, m), ppo = clustered(by_policy["ppo"], p, m);
+            if (!finite(sft) || !finite(ppo)) {  // kl_exact_to_sft of an evaluation from before it existed
+                for (const char* policy : {"sft", "ppo"}) out["policies"][policy][kPopulations[p]][kMetrics[m]] = nullptr;
+                out["ppo_minus_sft"][kPopulations[p]][kMetrics[m]] = nullptr;
+                out["missing"][kMetrics[m]] = "not in every scored row of every chain";
+                continue;
+            }
             out["policies"]["sft"][kPopulations[p]][kMetrics[m]] = interval_json(bootstrap_mean(sft, settings));
             out["policies"]["ppo"][kPopulations[p]][kMetrics[m]] = interval_json(bootstrap_mean(ppo, settings));
             out["ppo_minus_sft"][kPopulations[p]][kMetrics[m]] =

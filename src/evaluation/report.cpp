@@ -822,7 +822,7 @@ std::string render_report(const RunLayout& run) {
     if (iteration_files(dir).empty()) missing = "no saved rollouts (RUN/ppo/rollouts/continuous)";
     else if (!exists_file(corpus / "manifest.json")) missing = "no corpus with gold labels (RUN/corpus)";
     if (missing.empty()) {
-        const GuardedReader reader("report", {run.root});
+        const GuardedReader reader("report", {run.root, run.study()});
         iters = score_rollouts(dir, load_gold(reader, corpus), &points);
         for (const PromptRow& p : load_rollout_prompts(reader, corpus)) prompts[p.id] = p.prompt;
     }
@@ -831,7 +831,7 @@ std::string render_report(const RunLayout& run) {
     s += render_ppo(run, iters);
     s += render_gold_proxy(run, iters, points, missing, prompts);
     s += render_evaluation(run);
-    s += render_diagnostics(root);
+    s += render_diagnostics(run);
     s += render_exercise(run);
     s += render_run_facts(run);
     return s + "</body>\n</html>\n";

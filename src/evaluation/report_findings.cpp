@@ -188,7 +188,10 @@ std::string render_overoptimisation(const fs::path& run) {
     PlotSpec proxy{"", "Proxy: judge score relative to SFT", x_label, "proxy − SFT (judge score)", {}, false};
     gold.x_from_zero = proxy.x_from_zero = true;
     std::string text;
-    if (!d.is_null() && d.contains("overoptimisation")) {
+    if (!d.is_null() && d.contains("overoptimisation") && d["overoptimisation"].contains("missing")) {
+        text = "<p class=\"notrun\">Not measured: " + html_escape(json_string(d["overoptimisation"], "missing", where)) +
+               "</p>\n";
+    } else if (!d.is_null() && d.contains("overoptimisation")) {
         const json& o = d["overoptimisation"];
         double d_max = 0;
         for (PlotSpec* p : {&gold, &proxy}) {
@@ -259,9 +262,8 @@ const char* const kGroupTitles[] = {"SFT (held-out contexts)", "PPO (held-out co
 
 }  // namespace
 
-std::string render_diagnostics(const fs::path& root) {
+std::string render_diagnostics(const RunLayout& run) {
     std::string s = section("diagnostics", "Shortcut diagnostics: what the judge's score goes with");
-    const RunLayout run{root};
     const fs::path f = diagnostics_path(run);
     json d;
     if (exists_file(f)) {
@@ -269,7 +271,7 @@ std::string render_diagnostics(const fs::path& root) {
     } else if (exists_file(scored_path(run, EvalSet::held_out, "sft")) ||
                exists_file(run.ppo_rollouts(kMode) / "iteration-001.json")) {
         // an older run: the same diagnostics, computed here from the same files
-        d = json::parse(shortcut_diagnostics(GuardedReader("report", {run.root}), run).dump());
+        d = json::parse(shortcut_diagnostics(GuardedReader("report", {run.root, run.study()}), run).dump());
         s += "<p class=\"note\">RUN/eval/diagnostics.json is absent (a run from before it was written): computed "
              "here from the scored rows and the saved rollouts.</p>\n";
     } else {

@@ -2,6 +2,8 @@
 // report_svg.cpp, report_findings.cpp); not part of the public interface.
 #pragma once
 #include <string>
+
+#include "training/run_layout.h"
 #include <string_view>
 
 #include "util/json.h"
@@ -27,6 +29,6 @@ bool exists_file(const std::filesystem::path& p);
 // The report's sections that live in report_findings.cpp.
 std::string render_findings_box(const std::filesystem::path& run);  // first screen; a line when absent
 std::string render_overoptimisation(const std::filesystem::path& run);
-std::string render_diagnostics(const std::filesystem::path& run);
+std::string render_diagnostics(const RunLayout& run);
 
 }  // namespace ppolab::report_detail
