@@ -28,6 +28,7 @@
 //                              rows generated so far, while it runs);
 //                              overoptimisation.json: samples of SFT, the snapshots
 //                              and the final actor with exact KL, proxy and gold
+//                              (its durations: overoptimisation-timings.json)
 //   RUN/exercise.json, RUN/report.html, RUN/results.json
 #pragma once
 #include <cstdint>
