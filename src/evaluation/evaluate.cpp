@@ -6,6 +6,7 @@
 
 #include "evaluation/diagnostics.h"
 #include "model/generate.h"
+#include "model/sequence_kl.h"
 #include "training/crash_checkpoints.h"
 #include "training/roles.h"
 #include "training/study_config.h"
@@ -281,6 +282,7 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     std::optional<Qwen2> judge_model;
     if (judge) judge_model.emplace(s.base, &judge->lora);
     Scorer actor_scorer(actor_model), reference_scorer(reference_model);
+    std::vector<std::optional<SequenceKl>> kl_to_sft(rows.size());  // exact sequence KL(policy ‖ SFT)
     {
         Progress bar("evaluate " + policy + " score", static_cast<int64_t>(rows.size()));
         for (size_t first = 0; first < rows.size(); first += kScoringChunk) {
@@ -297,6 +299,9 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
                 reference_scorer.response_logprobs(b, per_pos.data(), false);
                 for (int64_t k = 0; k < b.B; ++k)
                     rows[first + static_cast<size_t>(k)].reference_logp = response_slice(b, per_pos, k);
+                const std::vector<SequenceKl> kl = sequence_kl(actor_model, reference_model, b);
+                for (int64_t k = 0; k < b.B; ++k)
+                    kl_to_sft[first + static_cast<size_t>(k)] = kl[static_cast<size_t>(k)];
             }
             if (judge) {
                 Scorer judge_scorer(*judge_model);
@@ -315,7 +320,10 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     if (base_frozen_identity(s.base) != s.base_identity) fail("evaluate: the frozen base changed");
 
     json jrows = json::array();
-    for (const EvalRow& r : rows) jrows.push_back(json::parse(eval_row_to_json(r).dump()));
+    for (size_t i = 0; i < rows.size(); ++i) {
+        jrows.push_back(json::parse(eval_row_to_json(rows[i]).dump()));
+        jrows.back()["kl_exact_to_sft"] = kl_to_sft[i] ? json(kl_to_sft[i]->kl_exact) : json(nullptr);
+    }
     json result{{"identity", identity},
                 {"rows", rows.size()},
                 {"distinct_prompts",

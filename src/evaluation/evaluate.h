@@ -6,8 +6,9 @@
 //      never learn/) generates greedily, one row per forward, every test and
 //      probe row for each policy (sft = RUN/sft/final, ppo =
 //      RUN/ppo/final/actor), checks the 4 rows of each probe context are
-//      identical, adds the frozen judge's learned score and the teacher-forced
-//      actor and reference (SFT) log-probs, and writes
+//      identical, adds the frozen judge's learned score, the teacher-forced
+//      actor and reference (SFT) log-probs and the exact sequence KL to SFT
+//      (kl_exact_to_sft, model/sequence_kl.h; 0 for sft), and writes
 //      RUN/eval/<policy>-generations.json;
 //   2. scoring (StageScope::all) reads gold/ labels, runs the rubric on every
 //      row and writes RUN/eval/<policy>-scored.json and RUN/eval/metrics.json

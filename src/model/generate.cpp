@@ -16,11 +16,16 @@ static int64_t longest(const std::vector<std::vector<int32_t>>& prompts) {
     return P;
 }
 
-std::vector<Generation> generate(Qwen2& model, KvCache& cache, const std::vector<std::vector<int32_t>>& prompts,
-                                 const GenerationOptions& opt, Philox& rng) {
+// Row b draws from (*row_rngs)[b] when given, else from `shared`.
+static std::vector<Generation> generate_rows(Qwen2& model, KvCache& cache,
+                                             const std::vector<std::vector<int32_t>>& prompts,
+                                             const GenerationOptions& opt, Philox* shared,
+                                             std::vector<Philox>* row_rngs) {
     const auto& c = model.config();
     const int64_t B = static_cast<int64_t>(prompts.size()), H = c.hidden_size, V = c.vocab_size;
     if (B == 0) fail("generate: no prompts");
+    if (row_rngs && static_cast<int64_t>(row_rngs->size()) != B)
+        fail("generate: ", row_rngs->size(), " row generators for ", B, " prompts");
     if (opt.max_new_tokens <= 0) fail("generate: max_new_tokens must be positive, got ", opt.max_new_tokens);
     const int64_t P = longest(prompts);
     if (cache.B != B || cache.S_max < P + opt.max_new_tokens - 1)
@@ -56,6 +61,7 @@ std::vector<Generation> generate(Qwen2& model, KvCache& cache, const std::vector
             Generation& g = out[static_cast<size_t>(b)];
             if (!g.finish_reason.empty()) continue;  // finished rows feed their last token, ignored
             const float* row = logits.data() + b * V;
+            Philox& rng = row_rngs ? (*row_rngs)[static_cast<size_t>(b)] : *shared;
             SampledToken s = opt.greedy ? sample_greedy(row, V) : sample_temperature1(row, V, rng);
             g.tokens.push_back(s.token);
             g.logprobs.push_back(s.logp);
@@ -70,6 +76,16 @@ std::vector<Generation> generate(Qwen2& model, KvCache& cache, const std::vector
         model.decode_step(cache, next.data(), logits.data());
     }
     return out;
+}
+
+std::vector<Generation> generate(Qwen2& model, KvCache& cache, const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& opt, Philox& rng) {
+    return generate_rows(model, cache, prompts, opt, &rng, nullptr);
+}
+
+std::vector<Generation> generate(Qwen2& model, KvCache& cache, const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& opt, std::vector<Philox>& row_rngs) {
+    return generate_rows(model, cache, prompts, opt, nullptr, &row_rngs);
 }
 
 std::vector<Generation> generate(Qwen2& model, const std::vector<std::vector<int32_t>>& prompts,

@@ -40,5 +40,10 @@ std::vector<Generation> generate(Qwen2& model, KvCache& cache, const std::vector
 // Convenience: allocates a cache of the needed size.
 std::vector<Generation> generate(Qwen2& model, const std::vector<std::vector<int32_t>>& prompts,
                                  const GenerationOptions& options, Philox& rng);
+// One generator per row (row_rngs.size() == prompts.size()): row b draws
+// from row_rngs[b] only, so its draws do not depend on the other rows or
+// on how the rows are batched (overoptimisation's keyed samples).
+std::vector<Generation> generate(Qwen2& model, KvCache& cache, const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& options, std::vector<Philox>& row_rngs);
 
 }  // namespace ppolab

@@ -201,7 +201,9 @@ struct JudgeConfig {
     X(double, missing_eos_penalty, "reward", field::any(), "reward given to a response that did not end with EOS")     \
     X(int64_t, interrupt_iteration, "iterations", field::count(0), "iteration after which `--mode interrupt` stops")   \
     X(int64_t, sampler_seed, "seed", field::any(), "seed of the prompt order")                                         \
-    X(int64_t, generation_seed, "seed", field::any(), "seed of the sampled responses")
+    X(int64_t, generation_seed, "seed", field::any(), "seed of the sampled responses")                                \
+    X(int64_t, snapshot_every, "iterations", field::count(0),                                                          \
+      "continuous mode: the actor's adapters saved every this many iterations (RUN/ppo/snapshots; 0: none)")
 struct PpoConfig {
     PPOLAB_PPO_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
@@ -212,7 +214,11 @@ struct PpoConfig {
     X(bool, greedy, "flag", field::any(), "generate greedily")                                           \
     X(bool, sampled, "flag", field::any(), "also generate by sampling")                                  \
     X(double, sample_temperature, "temperature", field::any(), "temperature of the sampled generations") \
-    X(int64_t, sample_seed, "seed", field::any(), "seed of the sampled generations")
+    X(int64_t, sample_seed, "seed", field::any(), "seed of the sampled generations")                     \
+    X(int64_t, snapshot_samples, "samples per prompt", field::count(1),                                  \
+      "overoptimisation: temperature-1 samples per test prompt and PPO snapshot")                        \
+    X(int64_t, best_of_n, "samples per prompt", field::count(1),                                         \
+      "overoptimisation: SFT samples per test prompt for best-of-n")
 struct EvaluationConfig {
     PPOLAB_EVALUATION_FIELDS(PPOLAB_CONFIG_MEMBER)
 };

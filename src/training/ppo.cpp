@@ -14,6 +14,7 @@
 #include "training/identity.h"
 #include "training/study_config.h"
 #include "util/error.h"
+#include "util/fileio.h"
 #include "util/progress.h"
 
 namespace ppolab {
@@ -43,6 +44,7 @@ PpoSettings PpoSettings::read(const StudyConfig& cfg) {
     s.sampler_seed = cfg.seed(p.sampler_seed);
     s.generation_seed = cfg.seed(p.generation_seed);
     s.checkpoint_every = cfg.checkpoint.every_iterations;
+    s.snapshot_every = p.snapshot_every;
     return s;
 }
 
@@ -494,6 +496,55 @@ std::string metrics_lines(const PpoRun& ppo, int64_t first_iteration, json& tota
     return text;
 }
 
+// Byte-identical files under two folders (the same relative names).
+bool same_tree(const fs::path& a, const fs::path& b) {
+    std::map<std::string, std::string> fa, fb;
+    for (const auto& [dir, files] : {std::pair{a, &fa}, std::pair{b, &fb}})
+        for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir))
+            if (e.is_regular_file()) (*files)[e.path().lexically_relative(dir).generic_string()] = read_file(e.path());
+    return fa == fb;
+}
+
+// The continuous run's actor every ppo.snapshot_every iterations (ppo.h).
+struct PpoSnapshots {
+    const Study& s;
+    int64_t every = 0, last = 0;  // 0: none; the last iteration is final/actor
+
+    // The report's record of them (what `ppolab overoptimisation` reads).
+    json to_json() const {
+        json at = json::array();
+        for (int64_t i = every; every > 0 && i < last; i += every) at.push_back(i);
+        return {{"every_iterations", every}, {"iterations", at}, {"dir", "ppo/snapshots"}};
+    }
+    void prepare(bool restarted) const {
+        const fs::path dir = s.run.snapshots();
+        if (!restarted) {
+            fs::remove_all(dir);
+            return;
+        }
+        if (!fs::exists(dir)) return;
+        for (const fs::directory_entry& e : fs::directory_iterator(dir))
+            if (e.path().filename().string().starts_with(".")) fs::remove_all(e.path());
+    }
+    // After iteration `i` (the actor as it is then).
+    void save(PpoRun& ppo) const {
+        const int64_t i = ppo.iteration();
+        if (every <= 0 || i % every != 0 || i >= last) return;
+        const fs::path dir = s.run.snapshot_dir(i);
+        fs::create_directories(dir.parent_path());
+        if (!fs::exists(dir)) return save_role(dir, ppo.actor(), ppo.identity(), s);
+        // Reached again after a restart: the same actor must give the same files.
+        const fs::path fresh = dir.parent_path() / ("." + dir.filename().string() + ".verify");
+        fs::remove_all(fresh);
+        save_role(fresh, ppo.actor(), ppo.identity(), s);
+        const bool same = same_tree(dir, fresh);
+        fs::remove_all(fresh);
+        if (!same)
+            fail("ppo snapshot ", dir.string(), " exists and differs from the actor at iteration ", i,
+                 " of this run (remove RUN/ppo/snapshots and rerun PPO)");
+    }
+};
+
 }  // namespace
 
 json run_ppo(const Study& s, StageMode mode) {
@@ -503,7 +554,9 @@ json run_ppo(const Study& s, StageMode mode) {
     StageLifecycle life(run, "ppo", mode, {run.ppo_metrics(mode_name)});
     PpoRun ppo(s, life.hooks(), run.ppo_rollouts(mode_name));
     PpoCheckpointExtras extras{life.checkpoint().path().parent_path() / (mode_name + ".report-extras.json")};
-    if (life.start(ppo.identity(), [&](const ResumeState& st, const fs::path& from) { ppo.restore(st, from); })) {
+    const bool restarted =
+        life.start(ppo.identity(), [&](const ResumeState& st, const fs::path& from) { ppo.restore(st, from); });
+    if (restarted) {
         life.set_restarted({{"file", life.checkpoint().path().string()}, {"iteration", ppo.iteration()}});
         extras.load(ppo, run, mode);
         const int stale = remove_atomic_temporaries(run.ppo_rollouts(mode_name));
@@ -515,6 +568,8 @@ json run_ppo(const Study& s, StageMode mode) {
     }
     const PpoSettings& cfg = ppo.settings();
     const int64_t stop = mode == StageMode::interrupt ? cfg.interrupt_iteration : cfg.iterations;
+    const PpoSnapshots snapshots{s, mode == StageMode::continuous ? cfg.snapshot_every : 0, cfg.iterations};
+    if (mode == StageMode::continuous) snapshots.prepare(restarted);
 
     Progress bar("ppo " + mode_name, stop - ppo.iteration());
     const auto started = Clock::now();
@@ -522,6 +577,7 @@ json run_ppo(const Study& s, StageMode mode) {
     while (ppo.iteration() < stop) {
         ppo.iterate();
         ++done_here;
+        snapshots.save(ppo);
         if (checkpoint_due(cfg.checkpoint_every, ppo.iteration()) && ppo.iteration() < stop) {
             extras.save(ppo);
             life.checkpoint().save(ppo.exact_state(), "ppo iteration " + std::to_string(ppo.iteration()));
@@ -565,6 +621,7 @@ json run_ppo(const Study& s, StageMode mode) {
         save_role(run.final_dir("ppo") / "actor", ppo.actor(), ppo.identity(), s);
         save_role(run.final_dir("ppo") / "critic", ppo.critic(), ppo.identity(), s);
         report["final_dir"] = run.final_dir("ppo").string();
+        report["snapshots"] = snapshots.to_json();
     }
     life.finish(report, {extras.path});
     return report;

@@ -43,6 +43,13 @@ namespace ppolab {
 // rollouts/<mode>/iteration-NNN.json (and final/actor, final/critic for the
 // continuous run). `interrupt` stops after ppo.interrupt_iteration
 // iterations; `resume` continues from the interrupt state.
+// The continuous run also saves the actor every ppo.snapshot_every
+// iterations i (0 < i < ppo.iterations) to RUN/ppo/snapshots/iteration-NNNN
+// (save_role, as final/actor): read-only, it changes no number. A fresh
+// start removes the folder (a killed attempt's); a restart from a crash
+// checkpoint keeps it: a snapshot it reaches again must be byte-identical
+// (Error otherwise), and half-written ones (".*" temporaries: a snapshot
+// is renamed into place complete) are removed.
 json run_ppo(const Study& study, StageMode mode);
 
 // How a sampled response ended. The JSON spells it "eos" | "length".
@@ -69,6 +76,7 @@ struct PpoSettings {
     double gamma = 1, lambda = 1, clip_epsilon = 0.2, value_loss_coef = 0.5, clip = 1;
     uint64_t sampler_seed = 0, generation_seed = 0;
     int64_t checkpoint_every = 0;                        // checkpoint.every_iterations
+    int64_t snapshot_every = 0;                          // ppo.snapshot_every (continuous mode only)
     static PpoSettings read(const StudyConfig& config);  // Error unless ppo.temperature is 1
 };
 

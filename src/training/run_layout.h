@@ -12,17 +12,23 @@
 //       checkpoints/           <mode>.state.gz: periodic resume checkpoints while
 //                              the stage runs (PPO also <mode>.report-extras.json);
 //                              removed once <mode>.json is written (crash_checkpoints.h)
-//       final/                 learned state of the resumed run (safetensors + peft/)
+//       final/                 learned state of the continuous run (safetensors + peft/;
+//                              PPO: final/actor, final/critic)
 //       resume-check.json      PASS/FAIL with both sha256
 //   RUN/reward/reward-test.json   judge accuracy on the test pairs
 //   RUN/reward/feedback.json   judge from votes: train/validation labels + provenance
 //   RUN/reward/vote-test.json  judge from votes: result on the held-out test votes
 //   RUN/feedback/test_votes.json  the held-out test votes (outside learn/ scopes)
 //   RUN/ppo/rollouts/<mode>/   iteration-NNN.json: every rollout with its per-token table
+//   RUN/ppo/snapshots/         iteration-NNNN/: the continuous run's actor every
+//                              ppo.snapshot_every iterations (as final/actor; not the last)
 //   RUN/ppo/<mode>.metrics.jsonl  per-iteration metrics (TRL names) of that mode's iterations
 //   RUN/eval/                  evaluate: generations and rubric verdicts, no
 //                              durations (timings.json holds them; checkpoints/:
-//                              rows generated so far, while it runs)
+//                              rows generated so far, while it runs);
+//                              overoptimisation.json: samples of SFT, the snapshots
+//                              and the final actor with exact KL, proxy and gold
+//                              (its durations: overoptimisation-timings.json)
 //   RUN/exercise.json, RUN/report.html, RUN/results.json
 //
 // A set of K > 1 replicates (replicates.count, `ppolab run --replicates K`)
@@ -33,6 +39,7 @@
 // are the set's. A stage reaches replicate k with `--replicate k`.
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -74,6 +81,12 @@ struct RunLayout {
         return stage("ppo") / (mode + ".metrics.jsonl");
     }
     std::filesystem::path ppo_rollouts(const std::string& mode) const { return stage("ppo") / "rollouts" / mode; }
+    std::filesystem::path snapshots() const { return stage("ppo") / "snapshots"; }
+    std::filesystem::path snapshot_dir(int64_t iteration) const {
+        char name[32];
+        std::snprintf(name, sizeof name, "iteration-%04lld", static_cast<long long>(iteration));
+        return snapshots() / name;
+    }
     std::filesystem::path eval() const { return root / "eval"; }
     std::filesystem::path feedback_labels() const { return stage("reward") / "feedback.json"; }
     std::filesystem::path feedback_test() const { return root / "feedback" / "test_votes.json"; }

@@ -96,8 +96,10 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
             EXPECT_FALSE(r.contains("rubric")) << r.at("id");
             EXPECT_LE(r.at("response_ids").size(), 8u);
             EXPECT_EQ(r.at("actor_logp").size(), r.at("response_ids").size());
+            EXPECT_GE(r.at("kl_exact_to_sft").get<double>(), 0.0) << r.at("id");
             if (policy == std::string("sft")) {
                 EXPECT_EQ(r.at("actor_logp"), r.at("reference_logp")) << r.at("id");
+                EXPECT_EQ(r.at("kl_exact_to_sft").get<double>(), 0.0) << r.at("id");  // computed, not written
             }
             if (r.at("population") == "probe") {
                 auto [it, fresh] = probe_response.emplace(r.at("family").get<std::string>(), r.at("response_ids"));
