@@ -23,7 +23,8 @@ int run_findings(const Args& args) {
     if (args.has("replicate")) fail("findings reads every replicate of RUN; --replicate is not an option here");
     StageOptions o = stage_options(args);
     const StudyConfig cfg = StudyConfig::parse(o.config);
-    if (fs::exists(o.run.findings())) fail("refusing to overwrite ", o.run.findings().string(), " (findings writes it once)");
+    if (fs::exists(o.run.findings()))
+        fail("refusing to overwrite ", o.run.findings().string(), " (findings writes it once)");
     std::vector<RunLayout> chains;
     if (cfg.replicates.count == 1) chains.push_back(o.run);
     for (int64_t k = 0; cfg.replicates.count > 1 && k < cfg.replicates.count; ++k)

@@ -74,8 +74,11 @@ void chain_steps(std::vector<Step>& steps, const RunLayout& run, const std::stri
     }
     steps.push_back(
         {prefix + "evaluate", in_chain({"evaluate", "--run", R}), metrics_path(run, EvalSet::held_out), {}, true});
-    steps.push_back({prefix + "overoptimisation", in_chain({"overoptimisation", "--run", R}),
-                     run.eval() / "overoptimisation.json", {}, true});
+    steps.push_back({prefix + "overoptimisation",
+                     in_chain({"overoptimisation", "--run", R}),
+                     run.eval() / "overoptimisation.json",
+                     {},
+                     true});
     steps.push_back({prefix + "exercise", in_chain({"exercise", "--run", R}), run.exercise(), {}, true});
 }
 
@@ -106,8 +109,11 @@ std::vector<Step> study_steps(const RunLayout& run, const json& config, const st
                     "replicate-" + std::to_string(k) + "/", k == 0, own_bases, with);
     steps.push_back({"findings", with({"findings", "--run", R}), run.findings(), {}, true});
     // The set's report: replicate 0's stages and the set's findings.
-    steps.push_back({"report", with({"report", "--run", R, "--replicate", "0", "--out", run.report_html().string()}),
-                     run.report_html(), {}, true});
+    steps.push_back({"report",
+                     with({"report", "--run", R, "--replicate", "0", "--out", run.report_html().string()}),
+                     run.report_html(),
+                     {},
+                     true});
     return steps;
 }
 
@@ -175,7 +181,8 @@ json gather_results(const RunLayout& run, const json& config, const json& state,
     json per = json::array();
     for (size_t k = 0; k < chains.size(); ++k) {
         json m = read_or_null(chains[k].eval() / "metrics.json");
-        json row = {{"replicate", k}, {"study_seed", cfg.study.seed + static_cast<int64_t>(k)},
+        json row = {{"replicate", k},
+                    {"study_seed", cfg.study.seed + static_cast<int64_t>(k)},
                     {"reward_test", reward_test_summary(chains[k])}};
         for (const char* policy : {"sft", "ppo"})
             if (!m.is_null() && m.contains(policy))
@@ -282,7 +289,8 @@ int run_study(const Args& args) {
             write_json_atomic(state_path, state, Overwrite::replace);
             continue;
         }
-        std::string label = "step " + std::to_string(index + 1) + "/" + std::to_string(steps.size()) + " " + step_label(step.name);
+        std::string label =
+            "step " + std::to_string(index + 1) + "/" + std::to_string(steps.size()) + " " + step_label(step.name);
         Progress::set_context(label);
         std::printf("\n== %s\n>> %s\n", label.c_str(), line.c_str());
         std::fflush(stdout);
@@ -355,9 +363,10 @@ Examples:
   ppolab run --preset seed --model /models/Qwen2.5-0.5B-Instruct --out runs/seed
 )";
 
-static Command run_cmd("run",
-                       "run [--preset P] [--model DIR] [--out DIR] [--replicates K] [--config F] [--set k=v] | run --resume DIR\n"
-                       "                            the whole study (default: embedded tiny model, runs/default)",
-                       {}, run_study, kRunHelp);
+static Command run_cmd(
+    "run",
+    "run [--preset P] [--model DIR] [--out DIR] [--replicates K] [--config F] [--set k=v] | run --resume DIR\n"
+    "                            the whole study (default: embedded tiny model, runs/default)",
+    {}, run_study, kRunHelp);
 
 }  // namespace ppolab::cli

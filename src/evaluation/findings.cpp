@@ -2,8 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <optional>
 #include <map>
+#include <optional>
 
 #include "evaluation/overoptimisation_math.h"
 #include "evaluation/verdict.h"
@@ -30,7 +30,8 @@ double number_at(const json& row, const char* key, const std::string& where) {
 
 double flag_at(const json& rubric, const char* key, const std::string& where) {
     if (!rubric.contains(key) || !rubric[key].is_boolean())
-        fail(where, ": rubric.", key, " must be true or false, got ", rubric.contains(key) ? rubric[key].dump() : "nothing");
+        fail(where, ": rubric.", key, " must be true or false, got ",
+             rubric.contains(key) ? rubric[key].dump() : "nothing");
     return rubric[key].get<bool>() ? 1.0 : 0.0;
 }
 
@@ -67,7 +68,8 @@ void held_out_findings(const std::vector<RunLayout>& chains, json& out) {
         for (size_t m = 0; m < kMetrics.size(); ++m) {
             const ClusteredValues sft = clustered(by_policy["sft"], p, m), ppo = clustered(by_policy["ppo"], p, m);
             if (!finite(sft) || !finite(ppo)) {  // kl_exact_to_sft of an evaluation from before it existed
-                for (const char* policy : {"sft", "ppo"}) out["policies"][policy][kPopulations[p]][kMetrics[m]] = nullptr;
+                for (const char* policy : {"sft", "ppo"})
+                    out["policies"][policy][kPopulations[p]][kMetrics[m]] = nullptr;
                 out["ppo_minus_sft"][kPopulations[p]][kMetrics[m]] = nullptr;
                 out["missing"][kMetrics[m]] = "not in every scored row of every chain";
                 continue;
@@ -96,8 +98,8 @@ struct SnapshotData {
 
 struct BonData {
     int64_t N = 0;
-    std::vector<int64_t> ns;                    // 1, 2, 4, …, N
-    std::vector<ClusteredValues> gold, proxy;   // [n] → relative to n = 1
+    std::vector<int64_t> ns;                   // 1, 2, 4, …, N
+    std::vector<ClusteredValues> gold, proxy;  // [n] → relative to n = 1
 };
 
 // Per-context means of one snapshot's sequences.
@@ -195,8 +197,8 @@ std::string points_text(const Interval& i) {
 // "At the same KL, did PPO buy more gold than best-of-n?": PPO's gold gain
 // at its final snapshot against the best-of-n fit's gain at the same
 // sqrt(KL), each resample refitting the curve.
-json overoptimisation_answer(const SnapshotData& snaps, const std::vector<double>& bon_d, const BonData& bon,
-                             int64_t R, int64_t C, const BootstrapSettings& settings) {
+json overoptimisation_answer(const SnapshotData& snaps, const std::vector<double>& bon_d, const BonData& bon, int64_t R,
+                             int64_t C, const BootstrapSettings& settings) {
     const size_t last = snaps.iterations.size() - 1;
     auto statistic = [&](const Resample& r) {
         const double d = std::sqrt(std::max(0.0, resample_mean(snaps.kl[last], r)));
@@ -207,8 +209,7 @@ json overoptimisation_answer(const SnapshotData& snaps, const std::vector<double
         try {
             const OveroptFit f = fit_best_of_n(bon_d, y);
             at = d * (f.alpha - f.beta * d);
-        } catch (const Error&) {
-        }
+        } catch (const Error&) {}
         return std::vector<double>{d, ppo, at, ppo - at};
     };
     const std::vector<Interval> i = bootstrap(R, C, statistic, settings);
@@ -217,16 +218,21 @@ json overoptimisation_answer(const SnapshotData& snaps, const std::vector<double
     char d[64];
     std::snprintf(d, sizeof d, "%.2f", i[0].mean);
     std::string text = std::string("At PPO's final KL (sqrt KL = ") + d + ", iteration " +
-                       std::to_string(snaps.iterations[last]) + "), PPO changed rubric success by " + points_text(i[1]) +
-                       " and best-of-n" + (extrapolated ? " (its fit extrapolated beyond n = " + std::to_string(bon.N) + ")" : "") +
+                       std::to_string(snaps.iterations[last]) + "), PPO changed rubric success by " +
+                       points_text(i[1]) + " and best-of-n" +
+                       (extrapolated ? " (its fit extrapolated beyond n = " + std::to_string(bon.N) + ")" : "") +
                        " by " + points_text(i[2]) + ": " +
                        (dir == "up"     ? "PPO bought more gold than best-of-n at the same KL"
                         : dir == "down" ? "best-of-n bought more gold than PPO at the same KL"
                                         : "no difference distinguishable from noise") +
                        " (difference " + points_text(i[3]) + ").";
-    return {{"sqrt_kl", interval_json(i[0])}, {"ppo_gold", interval_json(i[1])},
-            {"best_of_n_gold", interval_json(i[2])}, {"ppo_minus_best_of_n", interval_json(i[3])},
-            {"direction", dir}, {"extrapolated", extrapolated}, {"iteration", snaps.iterations[last]},
+    return {{"sqrt_kl", interval_json(i[0])},
+            {"ppo_gold", interval_json(i[1])},
+            {"best_of_n_gold", interval_json(i[2])},
+            {"ppo_minus_best_of_n", interval_json(i[3])},
+            {"direction", dir},
+            {"extrapolated", extrapolated},
+            {"iteration", snaps.iterations[last]},
             {"text", text}};
 }
 
@@ -257,14 +263,15 @@ void overoptimisation_findings(const std::vector<RunLayout>& chains, json& out) 
         Interval sq = kl;
         sq.mean = std::sqrt(std::max(0.0, kl.mean)), sq.low = std::sqrt(std::max(0.0, kl.low));
         sq.high = std::sqrt(std::max(0.0, kl.high));  // a monotone map of a percentile interval
-        points.push_back({{"iteration", snaps.iterations[i]},
-                          {"kl_exact", interval_json(kl)},
-                          {"kl_k1", interval_json(bootstrap_mean(snaps.k1[i], settings))},
-                          {"sqrt_kl", interval_json(sq)},
-                          {"gold", interval_json(bootstrap_paired_difference(snaps.gold[i], snaps.gold[0], settings))},
-                          {"proxy", interval_json(bootstrap_paired_difference(snaps.proxy[i], snaps.proxy[0], settings))},
-                          {"gold_absolute", interval_json(bootstrap_mean(snaps.gold[i], settings))},
-                          {"proxy_absolute", interval_json(bootstrap_mean(snaps.proxy[i], settings))}});
+        points.push_back(
+            {{"iteration", snaps.iterations[i]},
+             {"kl_exact", interval_json(kl)},
+             {"kl_k1", interval_json(bootstrap_mean(snaps.k1[i], settings))},
+             {"sqrt_kl", interval_json(sq)},
+             {"gold", interval_json(bootstrap_paired_difference(snaps.gold[i], snaps.gold[0], settings))},
+             {"proxy", interval_json(bootstrap_paired_difference(snaps.proxy[i], snaps.proxy[0], settings))},
+             {"gold_absolute", interval_json(bootstrap_mean(snaps.gold[i], settings))},
+             {"proxy_absolute", interval_json(bootstrap_mean(snaps.proxy[i], settings))}});
     }
     json curve = json::array();
     std::vector<double> bon_d;
@@ -318,7 +325,8 @@ void overoptimisation_findings(const std::vector<RunLayout>& chains, json& out) 
             } catch (const Error& e) {
                 error = e.what();
             }
-            const std::vector<Interval> abd = kind == "rl" ? bootstrap(R, C, rl, settings) : bootstrap(R, C, bn, settings);
+            const std::vector<Interval> abd =
+                kind == "rl" ? bootstrap(R, C, rl, settings) : bootstrap(R, C, bn, settings);
             fits[kind][what] = fit_findings(abd, point ? &*point : nullptr, error);
         }
     }

@@ -48,10 +48,10 @@ json compute_findings(const std::vector<RunLayout>& chains);
 // order): values[population][metric] = per-context means, and the
 // contexts' prompts (to check that chains agree).
 struct ChainValues {
-    std::vector<std::string> populations;                                // "test", "probe"
-    std::vector<std::vector<std::string>> prompts;                       // [population][context]
-    std::vector<std::vector<std::vector<double>>> values;                // [population][metric][context]
-    std::vector<std::string> metrics;                                    // names of the metric axis
+    std::vector<std::string> populations;                  // "test", "probe"
+    std::vector<std::vector<std::string>> prompts;         // [population][context]
+    std::vector<std::vector<std::vector<double>>> values;  // [population][metric][context]
+    std::vector<std::string> metrics;                      // names of the metric axis
 };
 ChainValues chain_values(const json& scored, const std::string& where);
 

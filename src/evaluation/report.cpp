@@ -767,8 +767,9 @@ std::string render_report(const RunLayout& run) {
     const fs::path& root = run.root;
     if (!fs::is_directory(root)) fail("report: run folder '", root.string(), "' does not exist");
     // A set of replicates: this chain's stages, the set's findings and results.
-    std::string title = "ppolab report — " + run.study().filename().string() +
-                        (run.is_replicate() ? " (stages of " + root.lexically_relative(run.study()).string() + ")" : "");
+    std::string title =
+        "ppolab report — " + run.study().filename().string() +
+        (run.is_replicate() ? " (stages of " + root.lexically_relative(run.study()).string() + ")" : "");
     std::string study;
     // The study's identity: RUN/results.json (written by `ppolab run` after
     // this step), else the configuration identity of the SFT report.

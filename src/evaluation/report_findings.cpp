@@ -189,8 +189,9 @@ std::string render_overoptimisation(const fs::path& run) {
     gold.x_from_zero = proxy.x_from_zero = true;
     std::string text;
     if (!d.is_null() && d.contains("overoptimisation") && d["overoptimisation"].contains("missing")) {
-        text = "<p class=\"notrun\">Not measured: " + html_escape(json_string(d["overoptimisation"], "missing", where)) +
-               "</p>\n";
+        text =
+            "<p class=\"notrun\">Not measured: " + html_escape(json_string(d["overoptimisation"], "missing", where)) +
+            "</p>\n";
     } else if (!d.is_null() && d.contains("overoptimisation")) {
         const json& o = d["overoptimisation"];
         double d_max = 0;

@@ -3,8 +3,8 @@
 #pragma once
 #include <string>
 
-#include "training/run_layout.h"
 #include <string_view>
+#include "training/run_layout.h"
 
 #include "util/json.h"
 

@@ -105,8 +105,9 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
         line("");
     }
     const int64_t replicates = at(r, {"replicates"}).is_number() ? at(r, {"replicates"}).get<int64_t>() : 1;
-    line(replicates > 1 ? format("held-out greedy generations (replicate 0 of %lld)", static_cast<long long>(replicates))
-                        : std::string("held-out greedy generations"));
+    line(replicates > 1
+             ? format("held-out greedy generations (replicate 0 of %lld)", static_cast<long long>(replicates))
+             : std::string("held-out greedy generations"));
     line(format("%-6s %-16s %5s %15s %10s %14s %12s", "policy", "population", "rows", "rubric success", "relevant*",
                 "learned score", "log-ratio**"));
     const std::vector<std::pair<const char*, const char*>> populations = {
@@ -160,7 +161,8 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
             else groups.emplace_back(name, secs);
         }
     for (const auto& [name, secs] : groups)
-        cells.push_back(format("%-22s", name.c_str()) + right(std::isfinite(secs) ? format("%.2f", secs / 60) : kNone, 6));
+        cells.push_back(format("%-22s", name.c_str()) +
+                        right(std::isfinite(secs) ? format("%.2f", secs / 60) : kNone, 6));
     line(format("minutes        %.2f in all; per step (", total / 60) + kNone + ": finished before an interruption):");
     for (size_t i = 0; i < cells.size(); i += 3) {
         std::string row = "  ";

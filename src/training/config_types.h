@@ -201,7 +201,7 @@ struct JudgeConfig {
     X(double, missing_eos_penalty, "reward", field::any(), "reward given to a response that did not end with EOS")     \
     X(int64_t, interrupt_iteration, "iterations", field::count(0), "iteration after which `--mode interrupt` stops")   \
     X(int64_t, sampler_seed, "seed", field::any(), "seed of the prompt order")                                         \
-    X(int64_t, generation_seed, "seed", field::any(), "seed of the sampled responses")                                \
+    X(int64_t, generation_seed, "seed", field::any(), "seed of the sampled responses")                                 \
     X(int64_t, snapshot_every, "iterations", field::count(0),                                                          \
       "continuous mode: the actor's adapters saved every this many iterations (RUN/ppo/snapshots; 0: none)")
 struct PpoConfig {
@@ -266,10 +266,10 @@ struct StudySection {
 
 // replicates: how many independent chains `ppolab run` trains (outside the
 // config hash: each chain's numbers are named by its study.seed).
-#define PPOLAB_REPLICATES_FIELDS(X)                                                                     \
-    X(int64_t, count, "chains", field::count(1),                                                        \
+#define PPOLAB_REPLICATES_FIELDS(X)                                                                        \
+    X(int64_t, count, "chains", field::count(1),                                                           \
       "independent SFT -> judge -> PPO -> evaluation chains on one corpus (RUN/replicates/<k>/ when > 1)") \
-    X(bool, repretrain_base, "flag", field::any(),                                                      \
+    X(bool, repretrain_base, "flag", field::any(),                                                         \
       "tiny preset: each replicate also pretrains its own base (pretrain.seed derived); off: one shared base")
 struct ReplicatesSection {
     PPOLAB_REPLICATES_FIELDS(PPOLAB_CONFIG_MEMBER)

@@ -3,7 +3,10 @@
 #  * SFT refuses to start when learn/ leads into gold/ (a symlink);
 #  * a model folder inside the corpus is refused;
 #  * an over-long example is refused (never truncated), naming the example;
-#  * nothing is written by a refused stage.
+#  * nothing is written by a refused stage;
+#  * replicates: --replicate K outside the set is refused; a replicate pretrains
+#    its own base only with replicates.repretrain_base (seed 7 + 1000 x 1), and
+#    its SFT then learns on that base, in RUN/replicates/1/.
 set -euo pipefail
 BIN=${PPOLAB_BINARY:?}
 WORK=$(mktemp -d)
@@ -38,4 +41,22 @@ mv "$WORK/demonstrations.jsonl" "$R/corpus/learn/demonstrations.jsonl"
 
 # 4. with the corpus restored, the same stage starts (the guard is not a blanket refusal)
 "$BIN" sft --run "$R" --set max_updates=1 > /dev/null 2>&1
+
+# 5. replicates
+expect_fail "expected a replicate of the set, 0 to 4" "$BIN" sft --run "$R" --replicate 5
+expect_fail "share the study's base" "$BIN" pretrain --run "$R" --replicate 1 --set pretrain.tokens=3000
+[ ! -e "$R/replicates/1/base" ] || { echo "a refused pretrain wrote a base"; exit 1; }
+OWN=(--set replicates.repretrain_base=true)
+"$BIN" pretrain --run "$R" --replicate 1 "${OWN[@]}" --set pretrain.tokens=3000 --set pretrain.check_prompts=0 > /dev/null 2>&1
+"$BIN" sft --run "$R" --replicate 1 "${OWN[@]}" --set max_updates=1 > /dev/null 2>&1
+python3 - "$R" <<'PY'
+import json, sys
+r = sys.argv[1]
+p = json.load(open(r + "/replicates/1/base/pretrain.json"))
+assert p["seed"] == 1007, "replicate 1's base is not pretrained with seed 7 + 1000: %r" % p["seed"]
+a = json.load(open(r + "/sft/continuous.json"))["identity"]
+b = json.load(open(r + "/replicates/1/sft/continuous.json"))["identity"]
+assert a["base_frozen_identity"] != b["base_frozen_identity"], "replicate 1's SFT did not learn on its own base"
+assert a["config"]["config_sha256"] != b["config"]["config_sha256"], "replicate 1 has replicate 0's study.seed"
+PY
 echo "stage guards: ok"

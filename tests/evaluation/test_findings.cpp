@@ -44,8 +44,8 @@ json scored(const std::string& policy, int k) {
     json rows = json::array();
     const bool ppo = policy == "ppo";
     for (int p = 0; p < 4; ++p)
-        rows.push_back(row("test", "t" + std::to_string(p), !ppo, p < 3, p + (ppo ? 1.0 + k : 0.0),
-                           3 + p, ppo ? 0.5 * (p + 1) : 0.0));
+        rows.push_back(row("test", "t" + std::to_string(p), !ppo, p < 3, p + (ppo ? 1.0 + k : 0.0), 3 + p,
+                           ppo ? 0.5 * (p + 1) : 0.0));
     for (int c = 0; c < 2; ++c)
         for (int r = 0; r < 4; ++r)
             rows.push_back(row("probe", "c" + std::to_string(c), c == 0, true, ppo ? 2.0 : 1.0, 4, ppo ? 1.0 : 0.0));
@@ -82,9 +82,8 @@ json overoptimisation(int k) {
     }
     json bon = json::array();
     for (int p = 0; p < 2; ++p)
-        bon.push_back({{"prompt", p},
-                       {"proxy", {0.0, 1.0, 2.0 + 0.5 * k, 3.0 + p}},
-                       {"gold", {true, false, false, p == 0}}});
+        bon.push_back(
+            {{"prompt", p}, {"proxy", {0.0, 1.0, 2.0 + 0.5 * k, 3.0 + p}}, {"gold", {true, false, false, p == 0}}});
     return {{"format", "ppolab-overoptimisation"},
             {"prompts", {"t0", "t1"}},
             {"samples_per_prompt", 2},
@@ -98,7 +97,7 @@ json overoptimisation(int k) {
 TEST(Findings, ChainValuesAverageProbeRowsIntoContexts) {
     const ChainValues v = chain_values(scored("ppo", 1), "fixture");
     ASSERT_EQ(v.prompts[0].size(), 4u);
-    ASSERT_EQ(v.prompts[1].size(), 2u);  // 8 probe rows are 2 contexts
+    ASSERT_EQ(v.prompts[1].size(), 2u);                            // 8 probe rows are 2 contexts
     EXPECT_EQ(v.values[0][0], (std::vector<double>{0, 0, 0, 0}));  // rubric_success per test prompt
     EXPECT_EQ(v.values[0][1], (std::vector<double>{1, 1, 1, 0}));  // relevant
     EXPECT_EQ(v.values[0][2], (std::vector<double>{2, 3, 4, 5}));  // learned_score: p + 2

@@ -151,7 +151,8 @@ TEST(StudySummary, ReplicatesPrintTheAnswerFirstAndOneCellPerChain) {
     for (const std::string& l : lines) EXPECT_LT(columns(l), static_cast<size_t>(kSummaryColumns)) << l;
     EXPECT_TRUE(has_line(lines, "answer ", {"3 replicate(s) x 180 test prompts"})) << text;
     EXPECT_TRUE(has_line(lines, "  PPO lowered rubric success", {})) << text;
-    EXPECT_TRUE(has_line(lines, "  PPO - SFT, test: rubric success ", {"-14.0 [-22.0, -6.00] points", "+1.80"})) << text;
+    EXPECT_TRUE(has_line(lines, "  PPO - SFT, test: rubric success ", {"-14.0 [-22.0, -6.00] points", "+1.80"}))
+        << text;
     EXPECT_TRUE(has_line(lines, "  PPO exact KL to SFT", {"+12.5 [+10.0, +15.0]"})) << text;
     EXPECT_TRUE(has_line(lines, "held-out greedy generations (replicate 0 of 3)", {})) << text;
     EXPECT_TRUE(has_line(lines, "  prepare ", {"1.00", "replicate 0", "2.00", "replicate 1"})) << text;

@@ -101,18 +101,19 @@ TEST(StudyConfigTypes, EveryKeyHasAMeaningAndAUnit) {
 // The effective presets as the unchanged binary printed them (d08a750,
 // `ppolab config --preset P` and `--identity`): the typed config and the
 // generic overlay change no byte. Re-pinned when ppo.snapshot_every,
-// evaluation.snapshot_samples and evaluation.best_of_n were added.
+// evaluation.snapshot_samples, evaluation.best_of_n and the study and
+// replicates sections were added (new keys; no stage number changed).
 TEST(StudyConfigTypes, PresetHashesArePinned) {
     const std::map<std::string, std::pair<std::string, std::string>> pinned = {
         {"tiny",
-         {"fe9626c669edbca345a797f767c1c1882f8ab47c8ed07810c0f390f0490f6f1a",
-          "c049f1f656f3846ae87207972f9a09a702edeb2b6a7fb0dd449d7a9716c3192a"}},
+         {"5c6fa92c8902c9b5359903b1a4e59c663da3059d93613a93e689e2f44290b03d",
+          "16513f59086ad21d601bf198934e2b16fc3b3aa06afb807739a58da3339a1546"}},
         {"seed",
-         {"9af3e26251974b5d24e4aa6e352dd59706068a0dce691f3c427923c01b2bef2e",
-          "279dd0d3bcdcc240a9e38b362549eb393079ced71545e74622333eb3514607ce"}},
+         {"9523eb6aa904266d8e794e7355aba718e944896fbde48691120eaad98b5e5583",
+          "bc109da93577992e0125c546c45ad47a9d11465ac75c387ef28d20f170ca662a"}},
         {"generic",
-         {"4f5fdaea4b9b18919cebaeef36dddd1b31361af89baec8162d2737c016a4fe84",
-          "0c3741f8fccad245e22ac337619597ab6faa1a187b5504f1a85d3c40f01cde70"}},
+         {"febf52ec9f05f8d278c7a5cca4b5341729b8fb7d6e09dac53bac9e4c67d366ff",
+          "abd966177e560aa04d484c572fe893099e8342ab272f94be1b61d676f0daa308"}},
     };
     for (const auto& [name, hashes] : pinned) {
         const json c = effective_config(name, {}, {});
