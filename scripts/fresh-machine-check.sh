@@ -51,11 +51,14 @@ git rev-parse --verify -q HEAD >/dev/null || { echo "fresh-machine-check: $REPO 
 # minimal epochs and iterations (tests/cli/study_smoke.sh's settings), answers
 # of at most 32 tokens. The judge's two epochs over the 840 train pairs, run
 # three times for the resume proof, are most of it.
+# One replicate (the tiny preset's 5 are study_smoke's business at 2); PPO
+# snapshots at iterations 1 and 2 so the over-optimisation step has a point
+# between SFT and the final actor.
 MICRO=(--set pretrain.tokens=12000 --set pretrain.check_prompts=0
        --set sft.epochs=2 --set sft.accumulation=32
        --set reward.epochs=2 --set reward.pairs_per_update=64
-       --set ppo.iterations=2 --set ppo.interrupt_iteration=1
-       --set limits.max_response=32 --set limits.max_context=288)
+       --set ppo.iterations=2 --set ppo.interrupt_iteration=1 --set ppo.snapshot_every=1
+       --set limits.max_response=32 --set limits.max_context=288 --set replicates.count=1)
 [ $FULL_STUDY = 1 ] && MICRO=()
 
 # The README's two commands: the first two command lines of its first code block.

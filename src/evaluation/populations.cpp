@@ -33,6 +33,7 @@ ordered_json eval_row_to_json(const EvalRow& row) {
     j["actor_logp"] = row.actor_logp;
     j["reference_logp"] = row.reference_logp;
     j["sampling_logp"] = row.sampling_logp;
+    if (row.kl_exact_to_sft) j["kl_exact_to_sft"] = *row.kl_exact_to_sft;
     if (row.expected_action >= 0) j["expected_action"] = row.expected_action;
     if (row.verdict) j["rubric"] = rubric_verdict_to_json(*row.verdict);
     return j;
@@ -60,6 +61,8 @@ EvalRow eval_row_from_json(const json& v, std::string_view where) {
     for (const auto* per_token : {&r.actor_logp, &r.reference_logp, &r.sampling_logp})
         if (!per_token->empty() && per_token->size() != r.response.size())
             fail(w, ": ", per_token->size(), " per-token log-probs for ", r.response.size(), " response tokens");
+    if (v.contains("kl_exact_to_sft") && !v["kl_exact_to_sft"].is_null())
+        r.kl_exact_to_sft = json_number(v, "kl_exact_to_sft", w);
     if (v.contains("expected_action")) r.expected_action = static_cast<int>(json_int(v, "expected_action", w));
     if (v.contains("rubric")) r.verdict = rubric_verdict_from_json(v["rubric"], w + " rubric");
     return r;

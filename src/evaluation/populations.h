@@ -27,20 +27,21 @@
 namespace ppolab {
 
 struct EvalRow {
-    std::string id;                        // corpus id: OH004-P0, PROBE03-C1-P0
-    std::string family;                    // OH004, PROBE03
-    std::string population;                // "test" | "probe" | "validation"
-    std::string prompt;                    // the user's text (the chat template is applied by the study)
-    std::vector<int32_t> response;         // (tokens) generated ids, EOS included when it ended the row
-    std::string text;                      // decoded response without the final EOS
-    std::string finish_reason;             // "eos" | "length"
-    bool decodable = true;                 // every token decodes to valid UTF-8
-    std::optional<double> learned_score;   // the frozen judge's score of (prompt, response)
-    std::vector<float> actor_logp;         // (tokens) teacher-forced, the generating policy
-    std::vector<float> reference_logp;     // (tokens) teacher-forced, the SFT policy
-    std::vector<float> sampling_logp;      // (tokens) from the generation forward itself
-    std::optional<RubricVerdict> verdict;  // set by scoring only
-    int expected_action = -1;              // set by scoring only (a label from gold/)
+    std::string id;                         // corpus id: OH004-P0, PROBE03-C1-P0
+    std::string family;                     // OH004, PROBE03
+    std::string population;                 // "test" | "probe" | "validation"
+    std::string prompt;                     // the user's text (the chat template is applied by the study)
+    std::vector<int32_t> response;          // (tokens) generated ids, EOS included when it ended the row
+    std::string text;                       // decoded response without the final EOS
+    std::string finish_reason;              // "eos" | "length"
+    bool decodable = true;                  // every token decodes to valid UTF-8
+    std::optional<double> learned_score;    // the frozen judge's score of (prompt, response)
+    std::vector<float> actor_logp;          // (tokens) teacher-forced, the generating policy
+    std::vector<float> reference_logp;      // (tokens) teacher-forced, the SFT policy
+    std::vector<float> sampling_logp;       // (tokens) from the generation forward itself
+    std::optional<double> kl_exact_to_sft;  // exact sequence KL of the policy to SFT (model/sequence_kl.h)
+    std::optional<RubricVerdict> verdict;   // set by scoring only
+    int expected_action = -1;               // set by scoring only (a label from gold/)
 
     // mean over response tokens of (actor − reference); nullopt without both.
     std::optional<double> mean_logratio() const;

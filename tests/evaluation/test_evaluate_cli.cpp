@@ -90,6 +90,12 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
 
         const json gen = read_json_file(run / "eval" / (std::string(policy) + "-generations.json"));
         EXPECT_EQ(gen.at("labels_read"), false);
+        // Scoring keeps every row's exact KL (the findings read it from the scored rows).
+        const json scored_rows = read_json_file(run / "eval" / (std::string(policy) + "-scored.json"));
+        ASSERT_EQ(scored_rows.at("rows_detail").size(), gen.at("rows_detail").size());
+        for (size_t i = 0; i < scored_rows.at("rows_detail").size(); ++i)
+            EXPECT_EQ(scored_rows.at("rows_detail")[i].at("kl_exact_to_sft"),
+                      gen.at("rows_detail")[i].at("kl_exact_to_sft"));
         std::map<std::string, json> probe_response;
         for (const json& r : gen.at("rows_detail")) {
             EXPECT_FALSE(r.contains("expected_action")) << r.at("id");
