@@ -343,7 +343,8 @@ others run each stage once. Then findings (over all chains) and the report.
 
 Presets (--preset):
   tiny     the default: a ~3 M-parameter Qwen2-architecture model ppolab pretrains
-           itself; 5 replicates (BENCHMARKS.md and the README have the time)
+           itself; 5 replicates (not yet timed end to end: roughly half an hour
+           on 2 cores, see the README; --replicates 1 takes about 10 minutes)
   seed     SPEC's exact numbers on Qwen2.5-0.5B-Instruct (--model DIR with its
            weights); one replicate, about an hour on 2 cores (BENCHMARKS.md)
   generic  the seed's settings for any Qwen2-family folder (--model DIR)
