@@ -60,11 +60,7 @@ TEST(CmdOverOptimisation, SnapshotsAndMicroRunEndToEnd) {
     fs::remove_all(m.root);
     fs::create_directories(m.root);
     const fs::path a = m.root / "a";
-    for (const std::string step :
-         {"prepare",
-          "pretrain --set max_updates=2 --set pretrain.conversations=400 --set pretrain.prose=50"
-          " --set pretrain.check_prompts=0",
-          "sft --set max_updates=1", "reward --set max_updates=1"}) {
+    for (const std::string& step : ppolab::test::micro_judge_run_steps()) {
         const std::string verb = step.substr(0, step.find(' '));
         Output o = m.run(verb, a, step.substr(verb.size()));
         ASSERT_EQ(o.rc, 0) << step << "\n" << o.out;

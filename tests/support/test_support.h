@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "util/error.h"
 
@@ -96,6 +97,18 @@ inline int run_cli(const std::string& args, std::string& out) {
     Output o = run_shell(std::string(bin) + " " + args);
     out = std::move(o.out);
     return o.rc;
+}
+
+// The steps of the smallest run that has a judge: prepare, a 2-update
+// pretraining, one SFT and one judge update (each a ppolab command and its
+// own options; the caller adds --run and anything else).
+inline const std::vector<std::string>& micro_judge_run_steps() {
+    static const std::vector<std::string> steps = {
+        "prepare",
+        "pretrain --set max_updates=2 --set pretrain.conversations=400 --set pretrain.prose=50"
+        " --set pretrain.check_prompts=0",
+        "sft --set max_updates=1", "reward --set max_updates=1"};
+    return steps;
 }
 
 }  // namespace ppolab::test

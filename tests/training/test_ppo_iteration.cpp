@@ -36,11 +36,7 @@ fs::path micro_run() {
         fs::create_directories(root);
         const std::string bin = "'" + ppolab::test::ppolab_binary() + "' ";
         const std::string at = " --run '" + (root / "run").string() + "'";
-        for (const std::string step :
-             {"prepare",
-              "pretrain --set max_updates=2 --set pretrain.conversations=400 --set pretrain.prose=50"
-              " --set pretrain.check_prompts=0",
-              "sft --set max_updates=1", "reward --set max_updates=1"}) {
+        for (const std::string& step : ppolab::test::micro_judge_run_steps()) {
             const std::string verb = step.substr(0, step.find(' '));
             Output o = run_shell(bin + verb + at + step.substr(verb.size()));
             if (o.rc != 0) ADD_FAILURE() << step << "\n" << o.out;
