@@ -189,6 +189,7 @@ TEST(Qwen2Scoring, PackedPairsEqualSeparateRows) {
             std::vector<std::vector<float>> grads = {scores};
             for (const auto& p : lora.parameters()) grads.emplace_back(p.grad, p.grad + p.numel());
             for (const auto& p : head.parameters()) grads.emplace_back(p.grad, p.grad + p.numel());
+            grads.push_back(dscores);  // last: the upstream gradient, for the bias check below
             return grads;
         };
         const auto a = run(apart), p = run(packed);
@@ -196,7 +197,18 @@ TEST(Qwen2Scoring, PackedPairsEqualSeparateRows) {
         const double score_err = rel_max_error(p[0], std::vector<double>(a[0].begin(), a[0].end()), 1e-6);
         EXPECT_LT(score_err, type == WeightType::f32 ? 1e-5 : 1e-2) << what << " scores";
         double worst = 0;
-        for (size_t i = 1; i < a.size(); ++i) {
+        // The tensor before the last (dscores) is head.bias: its gradient is
+        // the sum of the score gradients, +g and −g per pair, so 0 but for
+        // rounding (the bias cancels in s_c − s_r). Both residues must be
+        // rounding-sized, under 1e-5 of the upstream gradient's scale; they
+        // are not compared with each other (a relative error of two
+        // residues measures only their different summation orders).
+        const size_t bias = a.size() - 2;
+        ASSERT_EQ(a[bias].size(), 1u);
+        double upstream = 0;
+        for (float d : a.back()) upstream = std::max(upstream, static_cast<double>(std::fabs(d)));
+        for (const auto* g : {&a, &p}) EXPECT_LT(std::fabs((*g)[bias][0]), 1e-5 * upstream) << what << " head.bias";
+        for (size_t i = 1; i < bias; ++i) {
             const double e = rel_max_error(p[i], std::vector<double>(a[i].begin(), a[i].end()), 1e-6);
             EXPECT_LT(e, tol) << what << " gradient tensor " << i;
             worst = std::max(worst, e);
