@@ -75,9 +75,13 @@ StageScope evaluation_generation_scope(EvalSet set) {
 
 std::vector<std::string> evaluation_policies(const RunLayout& run, EvalSet set) {
     if (set == EvalSet::held_out) return {"sft", "ppo"};
-    // Development checks may come before SFT: the base alone then.
-    if (fs::exists(run.final_dir("sft") / "learned.safetensors")) return {"base", "sft"};
-    return {"base"};
+    // Development checks on the validation prompts (SPEC §7: base, SFT; and
+    // PPO, whose settings are chosen on them, scripts/sweep_validation.sh):
+    // the base, then each trained policy the run has.
+    std::vector<std::string> policies = {"base"};
+    if (fs::exists(run.final_dir("sft") / "learned.safetensors")) policies.push_back("sft");
+    if (fs::exists(run.final_dir("ppo") / "actor" / "learned.safetensors")) policies.push_back("ppo");
+    return policies;
 }
 
 std::optional<fs::path> policy_dir(const RunLayout& run, const std::string& policy) {
@@ -299,7 +303,10 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
                 reference_scorer.response_logprobs(b, per_pos.data(), false);
                 for (int64_t k = 0; k < b.B; ++k)
                     rows[first + static_cast<size_t>(k)].reference_logp = response_slice(b, per_pos, k);
-                const std::vector<SequenceKl> kl = sequence_kl(actor_model, reference_model, b);
+                // From both forwards just run (bit for bit sequence_kl(actor_model, reference_model, b)).
+                const std::vector<SequenceKl> kl = sequence_kl(
+                    actor_scorer.selected_hidden(), reference_scorer.selected_hidden(),
+                    actor_model.weights().output_matrix().view(), reference_model.weights().output_matrix().view(), b);
                 for (int64_t k = 0; k < b.B; ++k)
                     kl_to_sft[first + static_cast<size_t>(k)] = kl[static_cast<size_t>(k)];
             }

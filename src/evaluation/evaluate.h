@@ -42,8 +42,8 @@ const char* eval_set_name(EvalSet set);
 // The study scope each step needs.
 StageScope evaluation_generation_scope(EvalSet set);  // eval | learn (validation prompts live in learn/)
 
-// The policies evaluated: {"sft", "ppo"}; for validation {"base", "sft"}, or
-// {"base"} alone while RUN/sft/final does not exist yet.
+// The policies evaluated: {"sft", "ppo"}; for validation the base, then
+// "sft" and "ppo" where RUN/sft/final and RUN/ppo/final/actor exist.
 std::vector<std::string> evaluation_policies(const RunLayout& run, EvalSet set);
 // Where a policy's adapters live; nullopt for the base (no adapters).
 std::optional<fs::path> policy_dir(const RunLayout& run, const std::string& policy);

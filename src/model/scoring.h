@@ -90,6 +90,10 @@ public:
     void critic_values_backward(const ScoringBatch& batch, ScalarHead& head, const float* dvalues);
 
     Qwen2& model() { return model_; }
+    // The final hidden states the last forward read (M, H): after
+    // response_logprobs, the rows at response_positions(batch)[i] − 1, the
+    // prefixes that produce the response tokens (sequence_kl.h takes them).
+    const std::vector<float>& selected_hidden() const { return sel_; }
 
 private:
     // Gathers hidden rows src[i] into sel_ (M, H).

@@ -34,19 +34,23 @@ std::vector<float> hidden_rows(Qwen2& model, const ScoringBatch& b, const std::v
     return out;
 }
 
-void check_inputs(const Qwen2& policy, const Qwen2& reference, const ScoringBatch& b) {
+void check_batch_shape(const ScoringBatch& b) {
     if (!b.reads.empty()) fail("sequence KL: a packed pair batch has no per-token log-probs");
     const size_t n = static_cast<size_t>(b.B * b.T);
     if (b.B <= 0 || b.T <= 0 || b.tokens.size() != n || b.mask.size() != n || b.response_mask.size() != n)
         fail("sequence KL: inconsistent batch shape (B=", b.B, ", T=", b.T, ")");
-    const Qwen2Config &p = policy.config(), &q = reference.config();
-    if (p.vocab_size != q.vocab_size || p.hidden_size != q.hidden_size)
-        fail("sequence KL: the policy has vocabulary ", p.vocab_size, " and width ", p.hidden_size, ", the reference ",
-             q.vocab_size, " and ", q.hidden_size);
     for (int64_t i = 0; i < b.B * b.T; ++i)
         if (b.response_mask[static_cast<size_t>(i)] && (i % b.T == 0 || !b.mask[static_cast<size_t>(i - 1)]))
             fail("sequence KL: row ", i / b.T, " has a response token at position ", i % b.T,
                  " with no real token before it");
+}
+
+void check_inputs(const Qwen2& policy, const Qwen2& reference, const ScoringBatch& b) {
+    check_batch_shape(b);
+    const Qwen2Config &p = policy.config(), &q = reference.config();
+    if (p.vocab_size != q.vocab_size || p.hidden_size != q.hidden_size)
+        fail("sequence KL: the policy has vocabulary ", p.vocab_size, " and width ", p.hidden_size, ", the reference ",
+             q.vocab_size, " and ", q.hidden_size);
 }
 
 }  // namespace
@@ -68,8 +72,20 @@ std::vector<SequenceKl> sequence_kl(Qwen2& policy, Qwen2& reference, const Scori
     std::vector<int64_t> src(pos.size());
     for (size_t i = 0; i < pos.size(); ++i) src[i] = pos[i] - 1;  // the prefix that produces the token
     const std::vector<float> hp = hidden_rows(policy, b, src), hq = hidden_rows(reference, b, src);  // (M, H)
-    const WeightView Wp = policy.weights().output_matrix().view(), Wq = reference.weights().output_matrix().view();
+    return sequence_kl(hp, hq, policy.weights().output_matrix().view(), reference.weights().output_matrix().view(), b);
+}
+
+std::vector<SequenceKl> sequence_kl(const std::vector<float>& hp, const std::vector<float>& hq, WeightView Wp,
+                                    WeightView Wq, const ScoringBatch& b) {
+    check_batch_shape(b);
+    if (Wp.rows != Wq.rows || Wp.cols != Wq.cols)
+        fail("sequence KL: the policy's output matrix is ", Wp.rows, " x ", Wp.cols, ", the reference's ", Wq.rows,
+             " x ", Wq.cols);
+    const std::vector<int64_t> pos = response_positions(b);
     const int64_t M = static_cast<int64_t>(pos.size()), V = Wp.rows, H = Wp.cols;
+    if (hp.size() != static_cast<size_t>(M * H) || hq.size() != hp.size())
+        fail("sequence KL: hidden states of ", hp.size(), " and ", hq.size(), " floats for ", M,
+             " response positions of width ", H);
     std::vector<SequenceKl> per_position(pos.size());                                              // (M)
     std::vector<float> zp(static_cast<size_t>(std::min(M, kSequenceKlChunk) * V)), zq(zp.size());  // (chunk, V)
     for (int64_t n0 = 0; n0 < M; n0 += kSequenceKlChunk) {

@@ -29,6 +29,13 @@ struct SequenceKl {
 // One entry per batch row. Error for a packed pair batch, a batch whose
 // shape is inconsistent, or two models whose vocabularies differ.
 std::vector<SequenceKl> sequence_kl(Qwen2& policy, Qwen2& reference, const ScoringBatch& batch);
+// The same from both models' final hidden states at the rows that produce
+// the response tokens (hp, hq: (M, H), M = response_positions(batch).size(),
+// in that order; what Scorer::selected_hidden holds after response_logprobs
+// over the same batch): bit for bit the result above, without running the
+// two forwards again. Wp, Wq: the models' output matrices.
+std::vector<SequenceKl> sequence_kl(const std::vector<float>& hp, const std::vector<float>& hq, WeightView Wp,
+                                    WeightView Wq, const ScoringBatch& batch);
 
 // The per-position terms of one position from its two logit rows (V):
 // {Σ_v p_v (log p_v − log q_v), log p_target − log q_target}, in float64.

@@ -4,6 +4,8 @@
 // gold/) or named directly is refused.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <unistd.h>
 
 #include "data/corpus.h"
@@ -88,4 +90,26 @@ TEST(EvalGuard, LabelFileReachableByGenerationIsRefused) {
     // scoring (the whole run) may read the labels
     const GuardedReader scoring("evaluate-score", corpus_read_roots(f.run.corpus(), CorpusAccess::all));
     EXPECT_NO_THROW(load_gold(scoring, f.run.corpus()));
+}
+
+// The validation prompts evaluate the base and every trained policy the run
+// has (the settings sweep scores PPO there); the held-out set SFT and PPO.
+TEST(EvalGuard, ValidationEvaluatesEveryTrainedPolicy) {
+    const fs::path root = fs::temp_directory_path() / ("ppolab_test_eval_policies_" + std::to_string(::getpid()));
+    fs::remove_all(root);
+    RunLayout run;
+    run.root = root;
+    using V = std::vector<std::string>;
+    EXPECT_EQ(evaluation_policies(run, EvalSet::validation), V({"base"}));
+    EXPECT_EQ(evaluation_policies(run, EvalSet::held_out), V({"sft", "ppo"}));
+    auto touch = [](const fs::path& p) {
+        fs::create_directories(p.parent_path());
+        std::ofstream(p) << "x";
+    };
+    touch(run.final_dir("sft") / "learned.safetensors");
+    EXPECT_EQ(evaluation_policies(run, EvalSet::validation), V({"base", "sft"}));
+    touch(run.final_dir("ppo") / "actor" / "learned.safetensors");
+    EXPECT_EQ(evaluation_policies(run, EvalSet::validation), V({"base", "sft", "ppo"}));
+    EXPECT_EQ(evaluation_policies(run, EvalSet::held_out), V({"sft", "ppo"}));
+    fs::remove_all(root);
 }

@@ -88,6 +88,30 @@ TEST(SequenceKl, MatchesBruteForceFloat64) {
     }
 }
 
+// From the hidden states the scorers' own forwards gathered (what evaluate
+// does): bit for bit the two-model result, and a mismatched size refused.
+TEST(SequenceKl, FromScorerHiddenStatesIsBitIdentical) {
+    const Qwen2Config c = small_config();
+    const Qwen2Weights w = small_weights(c, WeightType::bf16);
+    LoraAdapters la = random_lora(c, 11, 0.3), lb = random_lora(c, 12, 0.3);
+    Qwen2 p(w, &la), q(w, &lb);
+    const ScoringBatch b = random_batch(c, 3, 6);
+    Scorer sp(p), sq(q);
+    std::vector<float> logp(static_cast<size_t>(b.B * b.T));
+    sp.response_logprobs(b, logp.data());
+    sq.response_logprobs(b, logp.data());
+    const WeightView Wp = p.weights().output_matrix().view(), Wq = q.weights().output_matrix().view();
+    const std::vector<SequenceKl> got = sequence_kl(sp.selected_hidden(), sq.selected_hidden(), Wp, Wq, b);
+    const std::vector<SequenceKl> want = sequence_kl(p, q, b);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t r = 0; r < got.size(); ++r) {
+        EXPECT_EQ(got[r].kl_exact, want[r].kl_exact) << r;
+        EXPECT_EQ(got[r].kl_k1, want[r].kl_k1) << r;
+    }
+    std::vector<float> short_rows(sp.selected_hidden().begin(), sp.selected_hidden().end() - 1);
+    EXPECT_THROW(sequence_kl(short_rows, sq.selected_hidden(), Wp, Wq, b), Error);
+}
+
 TEST(SequenceKl, SameAdaptersGiveExactlyZero) {
     const Qwen2Config c = small_config();
     const Qwen2Weights w = small_weights(c, WeightType::bf16);
