@@ -21,7 +21,8 @@
 // RUN/eval/timings.json instead.
 //
 // `--population validation` does the same on the 180 validation prompts for
-// development checks, with policies base (no adapters) and sft, into
+// development checks and the choice of settings, with policies base (no
+// adapters), then sft and ppo where the run has them, into
 // RUN/eval/validation-*.json; its generation reads learn/ (where validation
 // prompts live), never gold/.
 #pragma once
