@@ -66,26 +66,13 @@ SequenceKl position_kl(const float* zp, const float* zq, int64_t V, int32_t targ
     return SequenceKl{kl, k1};
 }
 
-std::vector<SequenceKl> sequence_kl(Qwen2& policy, Qwen2& reference, const ScoringBatch& b) {
-    check_inputs(policy, reference, b);
-    const std::vector<int64_t> pos = response_positions(b);
-    std::vector<int64_t> src(pos.size());
-    for (size_t i = 0; i < pos.size(); ++i) src[i] = pos[i] - 1;  // the prefix that produces the token
-    const std::vector<float> hp = hidden_rows(policy, b, src), hq = hidden_rows(reference, b, src);  // (M, H)
-    return sequence_kl(hp, hq, policy.weights().output_matrix().view(), reference.weights().output_matrix().view(), b);
-}
+namespace {
 
-std::vector<SequenceKl> sequence_kl(const std::vector<float>& hp, const std::vector<float>& hq, WeightView Wp,
-                                    WeightView Wq, const ScoringBatch& b) {
-    check_batch_shape(b);
-    if (Wp.rows != Wq.rows || Wp.cols != Wq.cols)
-        fail("sequence KL: the policy's output matrix is ", Wp.rows, " x ", Wp.cols, ", the reference's ", Wq.rows,
-             " x ", Wq.cols);
-    const std::vector<int64_t> pos = response_positions(b);
+// Both overloads below, their inputs checked: hp, hq (M, H) at the rows that
+// produce the M response tokens of b.
+std::vector<SequenceKl> kl_from_hidden(const std::vector<float>& hp, const std::vector<float>& hq, WeightView Wp,
+                                       WeightView Wq, const ScoringBatch& b, const std::vector<int64_t>& pos) {
     const int64_t M = static_cast<int64_t>(pos.size()), V = Wp.rows, H = Wp.cols;
-    if (hp.size() != static_cast<size_t>(M * H) || hq.size() != hp.size())
-        fail("sequence KL: hidden states of ", hp.size(), " and ", hq.size(), " floats for ", M,
-             " response positions of width ", H);
     std::vector<SequenceKl> per_position(pos.size());                                              // (M)
     std::vector<float> zp(static_cast<size_t>(std::min(M, kSequenceKlChunk) * V)), zq(zp.size());  // (chunk, V)
     for (int64_t n0 = 0; n0 < M; n0 += kSequenceKlChunk) {
@@ -105,6 +92,32 @@ std::vector<SequenceKl> sequence_kl(const std::vector<float>& hp, const std::vec
         row.kl_k1 += per_position[i].kl_k1;
     }
     return out;
+}
+
+}  // namespace
+
+std::vector<SequenceKl> sequence_kl(Qwen2& policy, Qwen2& reference, const ScoringBatch& b) {
+    check_inputs(policy, reference, b);
+    const std::vector<int64_t> pos = response_positions(b);
+    std::vector<int64_t> src(pos.size());
+    for (size_t i = 0; i < pos.size(); ++i) src[i] = pos[i] - 1;  // the prefix that produces the token
+    const std::vector<float> hp = hidden_rows(policy, b, src), hq = hidden_rows(reference, b, src);  // (M, H)
+    return kl_from_hidden(hp, hq, policy.weights().output_matrix().view(), reference.weights().output_matrix().view(),
+                          b, pos);
+}
+
+std::vector<SequenceKl> sequence_kl(const std::vector<float>& hp, const std::vector<float>& hq, WeightView Wp,
+                                    WeightView Wq, const ScoringBatch& b) {
+    check_batch_shape(b);
+    if (Wp.rows != Wq.rows || Wp.cols != Wq.cols)
+        fail("sequence KL: the policy's output matrix is ", Wp.rows, " x ", Wp.cols, ", the reference's ", Wq.rows,
+             " x ", Wq.cols);
+    const std::vector<int64_t> pos = response_positions(b);
+    const size_t n = pos.size() * static_cast<size_t>(Wp.cols);
+    if (hp.size() != n || hq.size() != n)
+        fail("sequence KL: hidden states of ", hp.size(), " and ", hq.size(), " floats for ", pos.size(),
+             " response positions of width ", Wp.cols);
+    return kl_from_hidden(hp, hq, Wp, Wq, b, pos);
 }
 
 }  // namespace ppolab

@@ -65,14 +65,22 @@ std::vector<SequenceKl> brute_force(Qwen2& p, Qwen2& q, const ScoringBatch& b) {
     return out;
 }
 
+// Two policies on one micro base with different adapters, and a batch of
+// more response positions than one chunk of logits.
+struct TwoPolicies {
+    Qwen2Config c = small_config();
+    Qwen2Weights w = small_weights(c, WeightType::bf16);
+    LoraAdapters la = random_lora(c, 11, 0.3), lb = random_lora(c, 12, 0.3);
+    Qwen2 p{w, &la}, q{w, &lb};
+    ScoringBatch b = random_batch(c, 3, 6);
+};
+
 }  // namespace
 
 TEST(SequenceKl, MatchesBruteForceFloat64) {
-    const Qwen2Config c = small_config();
-    const Qwen2Weights w = small_weights(c, WeightType::bf16);
-    LoraAdapters la = random_lora(c, 11, 0.3), lb = random_lora(c, 12, 0.3);
-    Qwen2 p(w, &la), q(w, &lb);
-    const ScoringBatch b = random_batch(c, 3, 6);
+    TwoPolicies f;
+    auto &p = f.p, &q = f.q;
+    const ScoringBatch& b = f.b;
     ASSERT_GT(static_cast<int64_t>(response_positions(b).size()), kSequenceKlChunk);
     const std::vector<SequenceKl> got = sequence_kl(p, q, b), want = brute_force(p, q, b);
     ASSERT_EQ(got.size(), want.size());
@@ -91,11 +99,9 @@ TEST(SequenceKl, MatchesBruteForceFloat64) {
 // From the hidden states the scorers' own forwards gathered (what evaluate
 // does): bit for bit the two-model result, and a mismatched size refused.
 TEST(SequenceKl, FromScorerHiddenStatesIsBitIdentical) {
-    const Qwen2Config c = small_config();
-    const Qwen2Weights w = small_weights(c, WeightType::bf16);
-    LoraAdapters la = random_lora(c, 11, 0.3), lb = random_lora(c, 12, 0.3);
-    Qwen2 p(w, &la), q(w, &lb);
-    const ScoringBatch b = random_batch(c, 3, 6);
+    TwoPolicies f;
+    auto &p = f.p, &q = f.q;
+    const ScoringBatch& b = f.b;
     Scorer sp(p), sq(q);
     std::vector<float> logp(static_cast<size_t>(b.B * b.T));
     sp.response_logprobs(b, logp.data());
