@@ -3,7 +3,14 @@
 // weights, through linear_forward (the automatic path) and, for comparison,
 // oneDNN with row-major weights at small M and with frozen (prepacked,
 // PrepackedWeight) weights at large M; plus the two backwards of training at
-// M = 128/512 and the LM head at the 64-row chunks of lm_logprobs.
+// M = 128/512 and the LM head at the 64-row chunks of lm_logprobs; and
+// bf16/…: the frozen forward with BF16 products native against BF16 as FP32
+// (Bf16Products, matmul_backend.h) at the 0.5B's and the tiny default's
+// shapes (and at M = 1 the portable loops that decode used before the FP32
+// FMA stream), to be read as ratios of one interleaved run:
+//
+//   build/bin/bench_matmul --benchmark_filter=bf16/ --benchmark_repetitions=5
+//       --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 //
 // Counters: GFLOP/s (2·M·N·K per call) and GB/s (bytes of weight + input +
 // output per call). Weights are rotated among enough copies to exceed the
@@ -141,6 +148,35 @@ void bench_backward_weight(benchmark::State& state, Proj p, int64_t M) {
     state.SetLabel("dnnl f32");
 }
 
+// The tiny default (width 256, MLP 688, 2 KV heads of 64, vocab 1024).
+const Proj kTinyProjections[] = {{"tiny_q", 256, 256},
+                                 {"tiny_k", 128, 256},
+                                 {"tiny_gate", 688, 256},
+                                 {"tiny_down", 256, 688},
+                                 {"tiny_head", 1024, 256}};
+
+// The frozen forward with BF16 products computed one way (native BF16
+// instructions, or emulated by oneDNN where the CPU has none; or FP32).
+void bench_bf16_products(benchmark::State& state, Proj p, int64_t M, Bf16Products mode, bool portable) {
+    matmul_set_bf16_products(mode);
+    if (portable) matmul_set_path(MatmulPath::portable);
+    WeightSet& w = weights(p, true);
+    std::vector<float> X = activations(M * p.K);  // (M, K)
+    std::vector<float> Y(M * p.N, 0.f);           // (M, N)
+    for (size_t i = 0; i < w.copies.size(); ++i) linear_forward(Y.data(), X.data(), w.view(), M);
+    for (auto _ : state) {
+        linear_forward(Y.data(), X.data(), w.view(), M);
+        benchmark::DoNotOptimize(Y.data());
+        benchmark::ClobberMemory();
+    }
+    set_counters(state, M, p.N, p.K,
+                 portable                    ? "portable"
+                 : mode == Bf16Products::f32 ? "BF16 as FP32"
+                                             : "BF16 native");
+    matmul_set_bf16_products(Bf16Products::automatic);
+    matmul_set_path(MatmulPath::automatic);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,6 +226,22 @@ int main(int argc, char** argv) {
                 ->UseRealTime();
         }
     }
+    auto bf16_pair = [](const Proj& p, int64_t M) {
+        const std::string base = std::string("bf16/") + p.name + "/M" + std::to_string(M);
+        for (auto [mode, name] : {std::pair{Bf16Products::native, "/native"}, std::pair{Bf16Products::f32, "/fp32"}})
+            benchmark::RegisterBenchmark((base + name).c_str(), bench_bf16_products, p, M, mode, false)
+                ->Unit(benchmark::kMillisecond)
+                ->UseRealTime();
+        if (M <= kSmallM)
+            benchmark::RegisterBenchmark((base + "/portable").c_str(), bench_bf16_products, p, M,
+                                         Bf16Products::automatic, true)
+                ->Unit(benchmark::kMillisecond)
+                ->UseRealTime();
+    };
+    for (const Proj& p : kTinyProjections)
+        for (int64_t M : {1, 672}) bf16_pair(p, M);
+    for (int i : {0, 4, 6})
+        for (int64_t M : {1, 512}) bf16_pair(kProjections[i], M);
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

@@ -42,11 +42,14 @@ DispatchReport dispatch_report() {
     r.avx512_bf16 = matmul_has_avx512bf16();
     r.amx_bf16 = cpu_has_amx_bf16();
     r.layer_kernels = level_name(simd::simd_level());
-    r.decode_products = matmul_has_avx512bf16() ? "small_m_avx512" : "portable";
+    r.decode_products = simd::simd_cpu_level() != simd::SimdLevel::avx512 ? "portable"
+                        : bf16_products_native()                          ? "small_m_avx512 (vdpbf16ps)"
+                                                                          : "small_m_avx512 (FP32 FMA)";
     const dnnl_version_t* v = dnnl_version();
     char buf[64];
     std::snprintf(buf, sizeof buf, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
     r.onednn = buf;
+    r.bf16_products = bf16_products_native() ? "native" : "fp32";
     return r;
 }
 
@@ -58,9 +61,12 @@ std::string dispatch_text(const DispatchReport& r) {
                   "cpu              avx2+fma %s, avx512 %s, avx512_bf16 %s, amx_bf16 %s\n"
                   "layer kernels    %s (rmsnorm, rope, swiglu, attention)\n"
                   "decode products  %s (BF16 products of at most 8 rows)\n"
-                  "other products   %s (dispatches by itself; ONEDNN_VERBOSE=1 names its kernels)\n",
+                  "other products   %s (dispatches by itself; ONEDNN_VERBOSE=1 names its kernels)\n"
+                  "BF16 products    %s\n",
                   r.build.c_str(), yn(r.avx2_fma), yn(r.avx512), yn(r.avx512_bf16), yn(r.amx_bf16),
-                  r.layer_kernels.c_str(), r.decode_products.c_str(), r.onednn.c_str());
+                  r.layer_kernels.c_str(), r.decode_products.c_str(), r.onednn.c_str(),
+                  r.bf16_products == "native" ? "native (oneDNN's BF16 kernels)"
+                                              : "as FP32 products of the BF16-rounded values (no AVX-512 BF16)");
     return buf;
 }
 
@@ -71,7 +77,8 @@ json dispatch_json(const DispatchReport& r) {
          {{"avx2_fma", r.avx2_fma}, {"avx512", r.avx512}, {"avx512_bf16", r.avx512_bf16}, {"amx_bf16", r.amx_bf16}}},
         {"layer_kernels", r.layer_kernels},
         {"decode_products", r.decode_products},
-        {"other_products", r.onednn}};
+        {"other_products", r.onednn},
+        {"bf16_products", r.bf16_products}};
 }
 
 }  // namespace ppolab

@@ -1,13 +1,14 @@
 // matmul.cpp — the public entry points of matmul.h: argument checks and the
 // choice of path (see matmul_backend.h). Decode-sized products (M ≤ kSmallM)
 // go to the streaming AVX-512 kernels, everything else to oneDNN; a CPU
-// without AVX-512 BF16 gets the streaming kernels' portable twin.
+// without AVX-512 gets the streaming kernels' portable twin.
 #include "kernels/matmul.h"
 
 #include <algorithm>
 #include <atomic>
 
 #include "kernels/matmul_backend.h"
+#include "kernels/simd.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -27,7 +28,7 @@ MatmulPath choose(int64_t M, int64_t K, int64_t work) {
         const bool small = M <= kSmallM && (M < 3 || M * K * 2 <= (24 << 10));
         p = work < kTinyWork ? MatmulPath::portable : small ? MatmulPath::small_m : MatmulPath::dnnl;
     }
-    if (p == MatmulPath::small_m && !matmul_has_avx512bf16()) p = MatmulPath::portable;
+    if (p == MatmulPath::small_m && simd::simd_cpu_level() != simd::SimdLevel::avx512) p = MatmulPath::portable;
     return p;
 }
 

@@ -6,12 +6,17 @@
 //
 // BF16 weights: `vdpbf16ps` (32 bf16 products per instruction, FP32
 // accumulation), X rounded to BF16 once with `vcvtne2ps2bf16` (round to
-// nearest even, as float_to_bf16). FP32 weights: `vfmadd231ps`.
-// Both flush denormal inputs to zero (an AVX-512 BF16 property; documented
-// difference from the reference loops, irrelevant for real activations).
+// nearest even, as float_to_bf16); it flushes denormal inputs to zero (an
+// AVX-512 BF16 property; documented difference from the reference loops,
+// irrelevant for real activations). On a CPU without AVX-512 BF16 (or with
+// Bf16Products::f32 forced) the same stream runs with `vfmadd231ps` on the
+// weights widened to FP32 in registers and X rounded to BF16 values held in
+// FP32 — exact products, FP32 sums, as the contract asks. FP32 weights:
+// `vfmadd231ps`.
 //
 // Compiled for -march=x86-64-v3: every AVX-512 function carries a target
-// attribute and is only called after matmul_has_avx512bf16().
+// attribute (PPOLAB_AVX512F: F/BW/VL/DQ; PPOLAB_AVX512: also BF16) and is
+// only called after the matching cpuid check.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -19,8 +24,10 @@
 #include <vector>
 
 #include "kernels/matmul_backend.h"
+#include "kernels/simd.h"
 #include "util/error.h"
 
+#define PPOLAB_AVX512F __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define PPOLAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
 namespace ppolab {
@@ -57,7 +64,7 @@ PPOLAB_AVX512 void convert_to_bf16_avx512(bf16* out, const float* in, int64_t n)
 
 // Sum of the 16 lanes (not _mm512_reduce_add_ps: gcc 12 warns about its
 // undefined-register temporaries under -Wall).
-PPOLAB_AVX512 inline float lane_sum(__m512 v) {
+PPOLAB_AVX512F inline float lane_sum(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_maskz_extractf32x8_ps(0xff, v, 0), _mm512_maskz_extractf32x8_ps(0xff, v, 1));
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     b = _mm_add_ps(b, _mm_movehl_ps(b, b));
@@ -108,9 +115,56 @@ PPOLAB_AVX512 void stream_rows_bf16(float* Y, int64_t ldy, const bf16* X, int64_
     for (int64_t n = 0; n < N; ++n) row_bf16<MR, U>(Y + n, ldy, X, ldx, W + n * K, K, accumulate);
 }
 
+// 16 BF16 values widened to FP32 (a BF16 value is the top half of its FP32).
+// The all-lanes maskz forms: gcc 12 warns (-Wmaybe-uninitialized) about the
+// undefined-register temporaries of the unmasked shifts and widenings.
+PPOLAB_AVX512F inline __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, h), 16));
+}
+
+// The same stream without BF16 instructions: 16 weights widened per load, X
+// as BF16 values in FP32.
+template <int MR, int U>
+PPOLAB_AVX512F inline void row_bf16_fma(float* Y, int64_t ldy, const float* Xr, int64_t ldx, const bf16* W, int64_t K,
+                                        bool accumulate) {
+    static_assert(U >= 2 && U <= 4);
+    __m512 acc[MR][U];
+    for (int j = 0; j < MR; ++j)
+        for (int u = 0; u < U; ++u) acc[j][u] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 * U <= K; k += 16 * U) {
+        __m512 w[U];
+        for (int u = 0; u < U; ++u) w[u] = widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(W + k + 16 * u)));
+        for (int j = 0; j < MR; ++j)
+            for (int u = 0; u < U; ++u)
+                acc[j][u] = _mm512_fmadd_ps(_mm512_loadu_ps(Xr + j * ldx + k + 16 * u), w[u], acc[j][u]);
+    }
+    for (; k < K; k += 16) {
+        const int64_t r = std::min<int64_t>(16, K - k);
+        __mmask16 m = static_cast<__mmask16>(r == 16 ? 0xffffu : (1u << r) - 1);
+        __m512 w = widen(_mm256_maskz_loadu_epi16(m, W + k));
+        for (int j = 0; j < MR; ++j)
+            acc[j][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, Xr + j * ldx + k), w, acc[j][0]);
+    }
+    for (int j = 0; j < MR; ++j) {
+        __m512 t = acc[j][0];
+        for (int u = 1; u < U; ++u) t = _mm512_add_ps(t, acc[j][u]);
+        float s = lane_sum(t);
+        Y[j * ldy] = accumulate ? Y[j * ldy] + s : s;
+    }
+}
+
+template <int MR, int U = (MR <= 6 ? 4 : 3)>
+PPOLAB_AVX512F void stream_rows_bf16_fma(float* Y, int64_t ldy, const float* X, int64_t ldx, const bf16* W, int64_t N,
+                                         int64_t K, bool accumulate) {
+    const bool parallel = N * K >= (1 << 16);
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t n = 0; n < N; ++n) row_bf16_fma<MR, U>(Y + n, ldy, X, ldx, W + n * K, K, accumulate);
+}
+
 template <int NR, int MR>
-PPOLAB_AVX512 inline void tile_f32(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int64_t K,
-                                   bool accumulate) {
+PPOLAB_AVX512F inline void tile_f32(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int64_t K,
+                                    bool accumulate) {
     __m512 acc[NR][MR];
     for (int i = 0; i < NR; ++i)
         for (int j = 0; j < MR; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -142,8 +196,8 @@ PPOLAB_AVX512 inline void tile_f32(float* Y, int64_t ldy, const float* X, int64_
 // Y (MR, N) for MR input rows: the weight streamed once, NR rows per tile,
 // tiles split between the OpenMP threads in contiguous ranges.
 template <int NR, int MR>
-PPOLAB_AVX512 void rows_kernel(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int64_t N, int64_t K,
-                               bool accumulate) {
+PPOLAB_AVX512F void rows_kernel(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int64_t N,
+                                int64_t K, bool accumulate) {
     const int64_t tiles = (N + NR - 1) / NR;
     const bool parallel = N * K >= (1 << 16);
 #pragma omp parallel for schedule(static) if (parallel)
@@ -173,6 +227,25 @@ void small_m_bf16(float* Y, const bf16* X, const bf16* W, int64_t M, int64_t N, 
             case 6: stream_rows_bf16<6>(y, N, x, K, W, N, K, accumulate); break;
             case 7: stream_rows_bf16<7>(y, N, x, K, W, N, K, accumulate); break;
             default: stream_rows_bf16<8>(y, N, x, K, W, N, K, accumulate); break;
+        }
+    }
+}
+
+// BF16 weights without BF16 instructions; X: BF16 values held in FP32.
+void small_m_bf16_fma(float* Y, const float* X, const bf16* W, int64_t M, int64_t N, int64_t K, bool accumulate) {
+    for (int64_t m0 = 0; m0 < M; m0 += 8) {
+        const int64_t mr = std::min<int64_t>(8, M - m0);
+        float* y = Y + m0 * N;
+        const float* x = X + m0 * K;
+        switch (mr) {
+            case 1: stream_rows_bf16_fma<1>(y, N, x, K, W, N, K, accumulate); break;
+            case 2: stream_rows_bf16_fma<2>(y, N, x, K, W, N, K, accumulate); break;
+            case 3: stream_rows_bf16_fma<3>(y, N, x, K, W, N, K, accumulate); break;
+            case 4: stream_rows_bf16_fma<4>(y, N, x, K, W, N, K, accumulate); break;
+            case 5: stream_rows_bf16_fma<5>(y, N, x, K, W, N, K, accumulate); break;
+            case 6: stream_rows_bf16_fma<6>(y, N, x, K, W, N, K, accumulate); break;
+            case 7: stream_rows_bf16_fma<7>(y, N, x, K, W, N, K, accumulate); break;
+            default: stream_rows_bf16_fma<8>(y, N, x, K, W, N, K, accumulate); break;
         }
     }
 }
@@ -214,18 +287,61 @@ void convert_to_bf16(bf16* out, const float* in, int64_t n) {
     }
 }
 
+namespace {
+
+// round_to_bf16 on 16 lanes: add 0x7fff plus the lowest kept bit, clear the
+// low half; a NaN keeps its top half with the quiet bit set (as float_to_bf16).
+PPOLAB_AVX512F inline __m512i round16(__m512i x) {
+    const __m512i lsb = _mm512_and_si512(_mm512_maskz_srli_epi32(0xffff, x, 16), _mm512_set1_epi32(1));
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    const __m512i r = _mm512_and_si512(_mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), high);
+    const __mmask16 nan =
+        _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_mov_epi32(r, nan, _mm512_and_si512(_mm512_or_si512(x, _mm512_set1_epi32(0x00400000)), high));
+}
+
+PPOLAB_AVX512F void round_to_bf16_values_avx512(float* out, const float* in, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_si512(out + i, round16(_mm512_loadu_si512(in + i)));
+    if (i < n) {
+        const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+        _mm512_mask_storeu_epi32(out + i, m, round16(_mm512_maskz_loadu_epi32(m, in + i)));
+    }
+}
+
+}  // namespace
+
+void round_to_bf16_values(float* out, const float* in, int64_t n) {
+    const int64_t chunk = 1 << 15;
+    const int64_t chunks = (n + chunk - 1) / chunk;
+    const bool fast = simd::simd_cpu_level() == simd::SimdLevel::avx512;
+#pragma omp parallel for schedule(static) if (chunks > 2)
+    for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t b = c * chunk, e = std::min(n, b + chunk);
+        if (fast) {
+            round_to_bf16_values_avx512(out + b, in + b, e - b);
+        } else {
+            for (int64_t i = b; i < e; ++i) out[i] = round_to_bf16(in[i]);
+        }
+    }
+}
+
 namespace matmul_detail {
 
 void small_m_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate) {
     const int64_t N = W.rows, K = W.cols;
-    if (!matmul_has_avx512bf16()) return portable_forward(Y, X, W, M, accumulate);
-    if (W.type == WeightType::bf16) {
+    if (simd::simd_cpu_level() != simd::SimdLevel::avx512) return portable_forward(Y, X, W, M, accumulate);
+    if (W.type == WeightType::f32) return small_m_f32(Y, X, static_cast<const float*>(W.data), M, N, K, accumulate);
+    if (matmul_has_avx512bf16() && bf16_products_native()) {
         thread_local std::vector<bf16> xb;  // (M, K) X rounded to BF16
         if (static_cast<int64_t>(xb.size()) < M * K) xb.resize(M * K);
         convert_to_bf16(xb.data(), X, M * K);
         small_m_bf16(Y, xb.data(), static_cast<const bf16*>(W.data), M, N, K, accumulate);
     } else {
-        small_m_f32(Y, X, static_cast<const float*>(W.data), M, N, K, accumulate);
+        thread_local std::vector<float> xr;  // (M, K) X rounded to BF16 values, in FP32
+        if (static_cast<int64_t>(xr.size()) < M * K) xr.resize(M * K);
+        round_to_bf16_values(xr.data(), X, M * K);
+        small_m_bf16_fma(Y, xr.data(), static_cast<const bf16*>(W.data), M, N, K, accumulate);
     }
 }
 

@@ -4,10 +4,14 @@
 // Paths (chosen per call by linear_forward & co. when the path is automatic):
 //   small_m  — M ≤ kSmallM rows (decode): hand-written AVX-512 kernels that
 //              stream the weights once for all rows (`vdpbf16ps` for BF16
-//              weights, FMA for FP32), parallel over output rows (OpenMP).
-//              Needs AVX-512 BF16 at run time, else the portable path runs.
+//              weights, or FMA on the weights widened to FP32 where BF16
+//              products are not native; FMA for FP32), parallel over output
+//              rows (OpenMP). Needs AVX-512 F/BW/VL/DQ at run time, else the
+//              portable path runs.
 //   dnnl     — oneDNN 2.6 matmul (BF16 src/weights + FP32 dst, or FP32),
-//              primitives cached by shape.
+//              primitives cached by shape. Without a BF16 dot-product
+//              instruction a BF16 product runs as an FP32 product of the
+//              BF16-rounded values (Bf16Products below).
 //   portable — plain C++ loops with split accumulators (any x86-64 CPU).
 // Every path implements the contract of matmul.h exactly (same rounding of
 // the input to BF16, FP32 accumulation); they differ only in summation order.
@@ -31,7 +35,7 @@ inline constexpr int64_t kTinyWork = int64_t(1) << 15;
 
 // Forces a path for every following call in the process (tests, benchmarks);
 // automatic restores the per-call choice. Forcing small_m on a CPU without
-// AVX-512 BF16 runs the portable path.
+// AVX-512 runs the portable path.
 void matmul_set_path(MatmulPath path);
 MatmulPath matmul_path();
 // True when the CPU has AVX-512 F/BW/VL + BF16 (checked once, cpuid).
@@ -40,9 +44,27 @@ bool matmul_has_avx512bf16();
 // "dnnl", "portable" (benchmarks and tests print it).
 const char* matmul_path_name(int64_t M, int64_t N, int64_t K);
 
+// How the oneDNN and small-M paths compute a product with BF16 inputs:
+//   native — BF16 instructions: oneDNN's BF16 kernels (AVX-512 BF16
+//            `vdpbf16ps`, AMX tiles), the small-M `vdpbf16ps` stream;
+//   f32    — FP32 FMA on the BF16-rounded input and the weight widened to
+//            FP32 (exact: two BF16 values multiply exactly in FP32; the sums
+//            are FP32 either way, in another order): oneDNN's FP32 kernels,
+//            the small-M FMA stream.
+// Forcing native on a CPU without AVX-512 BF16 runs oneDNN's emulation of
+// BF16 (slow, but the same contract) and the small-M FMA stream.
+// automatic (the default): native where the CPU has AVX-512 BF16 (every CPU
+// with AMX has it too), else f32 — oneDNN only emulates BF16 there, measured
+// 3.2–4.8× slower than its FP32 kernels (BENCHMARKS.md). Tests force either.
+enum class Bf16Products { automatic, native, f32 };
+void matmul_set_bf16_products(Bf16Products mode);
+bool bf16_products_native();  // the mode in force, resolved
+
 // X (M, K) FP32 → Xb (M, K) BF16, round to nearest even (vcvtne2ps2bf16 when
 // available). Exposed because the engine may want pre-rounded activations.
 void convert_to_bf16(bf16* out, const float* in, int64_t n);
+// The same rounding, the result held in FP32 (out[i] = round_to_bf16(in[i])).
+void round_to_bf16_values(float* out, const float* in, int64_t n);
 
 // Frozen weights: a PrepackedWeight made for a BF16 weight (the shared
 // frozen base model) holds that weight reordered, once per layout oneDNN

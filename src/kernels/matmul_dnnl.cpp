@@ -1,6 +1,13 @@
 // matmul_dnnl.cpp — the oneDNN 2.6 path (M > kSmallM): BF16 × BF16 → FP32
 // matmuls for BF16 weights (the input rounded to BF16 first, in a reused
-// buffer), FP32 × FP32 → FP32 otherwise. The row-major weight W (N, K) is
+// buffer), FP32 × FP32 → FP32 otherwise. On a CPU without a BF16
+// dot-product instruction (no AVX-512 BF16, hence no AMX either) oneDNN
+// only emulates BF16 and measured 3.2–4.8× slower than its own FP32 kernels
+// at the tiny model's shapes (BENCHMARKS.md): there a BF16 product runs as
+// an FP32 product of the BF16-rounded input and the weight widened to FP32.
+// That is the same contract (a product of two BF16 values is exact in FP32,
+// the sums are FP32), only the summation order differs — as between any two
+// paths (matmul_backend.h). The row-major weight W (N, K) is
 // handed to oneDNN in place through strides (Wᵀ for the forward, W for the
 // backward to the input), and dYᵀ for the weight gradient likewise; the
 // `accumulate` flag is a sum post-op.
@@ -17,6 +24,7 @@
 // then repacks block by block on every call: BENCHMARKS.md).
 #include <dnnl.hpp>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,17 +44,19 @@ enum class Kind { forward, backward_input, backward_weight };
 
 struct Key {
     Kind kind;
-    WeightType type;
+    WeightType type;  // of the weight (backward_weight: of dY and X) as stored
     int64_t M, N, K;
     bool accumulate;
-    auto tie() const { return std::tie(kind, type, M, N, K, accumulate); }
+    bool via_f32;  // type bf16, the product computed in FP32 (bf16_products_native() false)
+    auto tie() const { return std::tie(kind, type, M, N, K, accumulate, via_f32); }
     bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
 struct Entry {
     bool supported = false;  // false: oneDNN has no implementation; use the portable path
     dnnl::matmul prim;
-    dnnl::memory::desc src, wei, dst;
+    dnnl::memory::desc src, wei, dst;  // in the product's types
+    dnnl::memory::desc wei_stored;     // the weight's row-major layout in its stored type
     // The same product with weights in oneDNN's preferred layout (frozen
     // weights), made on first use.
     bool packed_tried = false, packed_ok = false;
@@ -74,22 +84,26 @@ dnnl::primitive_attr make_attr(bool accumulate) {
 
 Entry make_entry(const Key& key) {
     const int64_t M = key.M, N = key.N, K = key.K;
-    const dt low = key.type == WeightType::bf16 ? dt::bf16 : dt::f32;
+    const dt stored = key.type == WeightType::bf16 ? dt::bf16 : dt::f32;
+    const dt low = key.via_f32 ? dt::f32 : stored;
     Entry e;
     switch (key.kind) {
         case Kind::forward:  // Y(M,N) = X(M,K) · Wᵀ(K,N)
             e.src = dnnl::memory::desc(dims{M, K}, low, dims{K, 1});
             e.wei = dnnl::memory::desc(dims{K, N}, low, dims{1, K});
+            e.wei_stored = dnnl::memory::desc(dims{K, N}, stored, dims{1, K});
             e.dst = dnnl::memory::desc(dims{M, N}, dt::f32, dims{N, 1});
             break;
         case Kind::backward_input:  // dX(M,K) = dY(M,N) · W(N,K)
             e.src = dnnl::memory::desc(dims{M, N}, low, dims{N, 1});
             e.wei = dnnl::memory::desc(dims{N, K}, low, dims{K, 1});
+            e.wei_stored = dnnl::memory::desc(dims{N, K}, stored, dims{K, 1});
             e.dst = dnnl::memory::desc(dims{M, K}, dt::f32, dims{K, 1});
             break;
         case Kind::backward_weight:  // dW(N,K) += dYᵀ(N,M) · X(M,K); `type`: of dY and X
             e.src = dnnl::memory::desc(dims{N, M}, low, dims{1, N});
             e.wei = dnnl::memory::desc(dims{M, K}, low, dims{K, 1});
+            e.wei_stored = e.wei;  // X, rounded by the caller into the product's type
             e.dst = dnnl::memory::desc(dims{N, K}, dt::f32, dims{K, 1});
             break;
     }
@@ -166,27 +180,55 @@ dnnl::memory packed_weight(PrepackedWeight::Layouts& f, const void* data, const 
 
 // ---------------------------------------------------------------------------
 
+// Reused per-thread buffers (`which` 0 or 1 when a product needs two): the
+// activations rounded to BF16, or to BF16 values held in FP32, and a BF16
+// weight widened to FP32.
+template <typename T>
+T* thread_buffer(int64_t n, int which = 0) {
+    thread_local std::vector<T> buffers[3];
+    std::vector<T>& buffer = buffers[which];
+    if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(n);
+    return buffer.data();
+}
+
+// src: the left operand, already in the product's type. The weight is read
+// prepacked where it was frozen (made from its stored type, BF16 widened to
+// FP32 exactly by the reorder), else row-major (a BF16 weight widened into a
+// reused buffer first when the product runs in FP32).
 void execute(Entry& e, const Key& key, const void* src, const WeightView& W, float* dst) {
     dnnl::memory ms(e.src, cpu_engine(), const_cast<void*>(src));
     dnnl::memory md(e.dst, cpu_engine(), dst);
     if (W.prepacked && W.prepacked->matches(W) && ensure_packed(e, key)) {
-        dnnl::memory mw = packed_weight(W.prepacked->layouts(), W.data, e.wei, e.packed_wei);
+        dnnl::memory mw = packed_weight(W.prepacked->layouts(), W.data, e.wei_stored, e.packed_wei);
         e.packed_prim.execute(thread_stream(), {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, md}});
     } else {
-        dnnl::memory mw(e.wei, cpu_engine(), const_cast<void*>(W.data));
+        const void* w = W.data;
+        if (key.via_f32 && W.type == WeightType::bf16) {
+            float* wide = thread_buffer<float>(W.rows * W.cols, 2);
+            const bf16* wb = static_cast<const bf16*>(W.data);
+            for (int64_t i = 0; i < W.rows * W.cols; ++i) wide[i] = bf16_to_float(wb[i]);
+            w = wide;
+        }
+        dnnl::memory mw(e.wei, cpu_engine(), const_cast<void*>(w));
         e.prim.execute(thread_stream(), {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, md}});
     }
     thread_stream().wait();
 }
 
-// Reused buffers for activations rounded to BF16 (per thread; `which` 0
-// or 1 when a product needs two).
-bf16* bf16_buffer(int64_t n, int which = 0) {
-    thread_local std::vector<bf16> buffers[2];
-    std::vector<bf16>& buffer = buffers[which];
-    if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(n);
-    return buffer.data();
+// The left operand of a product with BF16 inputs, in the product's type:
+// rounded to BF16, or to BF16 values held in FP32.
+const void* rounded_input(const float* x, int64_t n, bool via_f32, int which) {
+    if (via_f32) {
+        float* out = thread_buffer<float>(n, which);
+        round_to_bf16_values(out, x, n);
+        return out;
+    }
+    bf16* out = thread_buffer<bf16>(n, which);
+    convert_to_bf16(out, x, n);
+    return out;
 }
+
+std::atomic<Bf16Products> forced_bf16_products{Bf16Products::automatic};
 
 }  // namespace
 
@@ -195,52 +237,49 @@ namespace matmul_detail {
 void dnnl_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate) {
     const int64_t N = W.rows, K = W.cols;
     if (M == 0 || N == 0) return;
-    const Key key{Kind::forward, W.type, M, N, K, accumulate};
+    const bool bf16_inputs = W.type == WeightType::bf16;
+    const Key key{Kind::forward, W.type, M, N, K, accumulate, bf16_inputs && !bf16_products_native()};
     Entry& e = entry_for(key);
     if (!e.supported) return portable_forward(Y, X, W, M, accumulate);
-    if (W.type == WeightType::bf16) {
-        bf16* xb = bf16_buffer(M * K);  // (M, K)
-        convert_to_bf16(xb, X, M * K);
-        execute(e, key, xb, W, Y);
-    } else {
-        execute(e, key, X, W, Y);
-    }
+    execute(e, key, bf16_inputs ? rounded_input(X, M * K, key.via_f32, 0) : X, W, Y);
 }
 
 void dnnl_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate) {
     const int64_t N = W.rows, K = W.cols;
     if (M == 0 || K == 0) return;
-    const Key key{Kind::backward_input, W.type, M, N, K, accumulate};
+    const bool bf16_inputs = W.type == WeightType::bf16;
+    const Key key{Kind::backward_input, W.type, M, N, K, accumulate, bf16_inputs && !bf16_products_native()};
     Entry& e = entry_for(key);
     if (!e.supported) return portable_backward_input(dX, dY, W, M, accumulate);
-    if (W.type == WeightType::bf16) {
-        bf16* gb = bf16_buffer(M * N);  // (M, N)
-        convert_to_bf16(gb, dY, M * N);
-        execute(e, key, gb, W, dX);
-    } else {
-        execute(e, key, dY, W, dX);
-    }
+    execute(e, key, bf16_inputs ? rounded_input(dY, M * N, key.via_f32, 0) : dY, W, dX);
 }
 
 void dnnl_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K,
                           WeightType inputs) {
     if (M == 0 || N == 0 || K == 0) return;
-    const Key key{Kind::backward_weight, inputs, M, N, K, true};
+    const bool bf16_inputs = inputs == WeightType::bf16;
+    const Key key{Kind::backward_weight, inputs, M, N, K, true, bf16_inputs && !bf16_products_native()};
     Entry& e = entry_for(key);
     if (!e.supported) return portable_backward_weight(dW, dY, X, M, N, K, inputs);
-    // X plays the weight here: never frozen (an activation).
-    if (inputs == WeightType::bf16) {
-        bf16* gb = bf16_buffer(M * N, 0);
-        bf16* xb = bf16_buffer(M * K, 1);
-        convert_to_bf16(gb, dY, M * N);
-        convert_to_bf16(xb, X, M * K);
-        execute(e, key, gb, WeightView{WeightType::bf16, xb, M, K}, dW);
+    // X plays the weight here: never frozen (an activation), rounded like dY.
+    if (bf16_inputs) {
+        const void* g = rounded_input(dY, M * N, key.via_f32, 0);
+        const void* x = rounded_input(X, M * K, key.via_f32, 1);
+        const WeightType product = key.via_f32 ? WeightType::f32 : WeightType::bf16;
+        execute(e, key, g, WeightView{product, x, M, K}, dW);
     } else {
         execute(e, key, dY, WeightView{WeightType::f32, X, M, K}, dW);
     }
 }
 
 }  // namespace matmul_detail
+
+void matmul_set_bf16_products(Bf16Products mode) { forced_bf16_products.store(mode); }
+
+bool bf16_products_native() {
+    const Bf16Products mode = forced_bf16_products.load(std::memory_order_relaxed);
+    return mode == Bf16Products::automatic ? matmul_has_avx512bf16() : mode == Bf16Products::native;
+}
 
 PrepackedWeight::PrepackedWeight(WeightView W)
     : data_(W.data), rows_(W.rows), cols_(W.cols), layouts_(std::make_unique<Layouts>()) {

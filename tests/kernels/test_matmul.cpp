@@ -27,6 +27,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_backend.h"
 #include "kernels/matmul_reference.h"
+#include "kernels/simd.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -34,20 +35,39 @@ using namespace ppolab;
 
 namespace {
 
-const MatmulPath kPaths[] = {MatmulPath::automatic, MatmulPath::small_m, MatmulPath::dnnl, MatmulPath::portable};
+// A path and, for oneDNN, how it computes BF16 products (matmul_backend.h:
+// both modes run on every CPU, natively or emulated by oneDNN).
+struct Variant {
+    MatmulPath path;
+    Bf16Products bf16;
+};
 
-const char* path_label(MatmulPath p) {
-    switch (p) {
+const Variant kPaths[] = {{MatmulPath::automatic, Bf16Products::automatic},
+                          {MatmulPath::small_m, Bf16Products::native},
+                          {MatmulPath::small_m, Bf16Products::f32},
+                          {MatmulPath::dnnl, Bf16Products::native},
+                          {MatmulPath::dnnl, Bf16Products::f32},
+                          {MatmulPath::portable, Bf16Products::automatic}};
+
+const char* path_label(const Variant& v) {
+    switch (v.path) {
         case MatmulPath::automatic: return "automatic";
-        case MatmulPath::small_m: return "small_m";
-        case MatmulPath::dnnl: return "dnnl";
+        case MatmulPath::small_m:
+            return v.bf16 == Bf16Products::f32 ? "small_m (BF16 as FP32)" : "small_m (BF16 native)";
+        case MatmulPath::dnnl: return v.bf16 == Bf16Products::f32 ? "dnnl (BF16 as FP32)" : "dnnl (BF16 native)";
         default: return "portable";
     }
 }
 
 struct PathGuard {
-    explicit PathGuard(MatmulPath p) { matmul_set_path(p); }
-    ~PathGuard() { matmul_set_path(MatmulPath::automatic); }
+    explicit PathGuard(const Variant& v) {
+        matmul_set_path(v.path);
+        matmul_set_bf16_products(v.bf16);
+    }
+    ~PathGuard() {
+        matmul_set_path(MatmulPath::automatic);
+        matmul_set_bf16_products(Bf16Products::automatic);
+    }
 };
 
 // A weight matrix owning its storage.
@@ -131,7 +151,7 @@ std::vector<Shape> shapes() {
     return s;
 }
 
-std::string describe(MatmulPath p, WeightType t, const Shape& s, bool acc) {
+std::string describe(const Variant& p, WeightType t, const Shape& s, bool acc) {
     return std::string(path_label(p)) + (t == WeightType::bf16 ? " bf16" : " f32") + " M=" + std::to_string(s.M) +
            " N=" + std::to_string(s.N) + " K=" + std::to_string(s.K) + (acc ? " accumulate" : "");
 }
@@ -143,9 +163,17 @@ TEST(Matmul, ReportsCpuAndPaths) {
     std::printf("avx512bf16: %d; M=1 → %s, M=128 → %s\n", matmul_has_avx512bf16() ? 1 : 0,
                 matmul_path_name(1, 896, 896), matmul_path_name(128, 896, 896));
     EXPECT_STREQ(matmul_path_name(128, 896, 896), "dnnl");
-    EXPECT_STREQ(matmul_path_name(kSmallM, 896, 896), matmul_has_avx512bf16() ? "small_m_avx512" : "portable");
+    EXPECT_STREQ(matmul_path_name(kSmallM, 896, 896),
+                 simd::simd_cpu_level() == simd::SimdLevel::avx512 ? "small_m_avx512" : "portable");
     EXPECT_STREQ(matmul_path_name(2, 8, 8), "portable");   // tiny: no thread, no library call
     EXPECT_STREQ(matmul_path_name(4, 896, 4864), "dnnl");  // 4 input rows of 9.7 KB: beyond L1
+    // BF16 products: native exactly where the CPU has a BF16 dot product.
+    EXPECT_EQ(bf16_products_native(), matmul_has_avx512bf16());
+    matmul_set_bf16_products(Bf16Products::f32);
+    EXPECT_FALSE(bf16_products_native());
+    matmul_set_bf16_products(Bf16Products::native);
+    EXPECT_TRUE(bf16_products_native());
+    matmul_set_bf16_products(Bf16Products::automatic);
 }
 
 TEST(Matmul, ConvertToBf16MatchesScalarRounding) {
@@ -174,6 +202,18 @@ TEST(Matmul, ConvertToBf16MatchesScalarRounding) {
     bf16 b;
     convert_to_bf16(&b, &nan, 1);
     EXPECT_TRUE(std::isnan(bf16_to_float(b)));
+    // round_to_bf16_values: the same rounding, held in FP32 (the FP32 mode of
+    // BF16 products), small and large (chunked) inputs.
+    for (const std::vector<float>* v : {&in, &big}) {
+        std::vector<float> held(v->size() + 1, 7.f);
+        round_to_bf16_values(held.data(), v->data(), static_cast<int64_t>(v->size()));
+        for (size_t i = 0; i < v->size(); ++i) ASSERT_EQ(float_to_bf16(held[i]), float_to_bf16((*v)[i])) << i;
+        for (size_t i = 0; i < v->size(); ++i) ASSERT_EQ(held[i], round_to_bf16((*v)[i])) << i;
+        EXPECT_EQ(held.back(), 7.f) << "wrote past the end";
+    }
+    float held_nan = 0.f;
+    round_to_bf16_values(&held_nan, &nan, 1);
+    EXPECT_TRUE(std::isnan(held_nan));
 }
 
 TEST(Matmul, ForwardExactOnEveryPath) {
@@ -186,7 +226,7 @@ TEST(Matmul, ForwardExactOnEveryPath) {
             for (bool acc : {false, true}) {
                 std::vector<float> want = Y0;
                 linear_forward_reference(want.data(), X.data(), W.view(), s.M, acc);
-                for (MatmulPath p : kPaths) {
+                for (const Variant& p : kPaths) {
                     PathGuard guard(p);
                     std::vector<float> got = Y0;
                     linear_forward(got.data(), X.data(), W.view(), s.M, acc);
@@ -206,7 +246,7 @@ TEST(Matmul, BackwardInputExactOnEveryPath) {
             for (bool acc : {false, true}) {
                 std::vector<float> want = dX0;
                 linear_backward_input_reference(want.data(), dY.data(), W.view(), s.M, acc);
-                for (MatmulPath p : kPaths) {
+                for (const Variant& p : kPaths) {
                     PathGuard guard(p);
                     std::vector<float> got = dX0;
                     linear_backward_input(got.data(), dY.data(), W.view(), s.M, acc);
@@ -224,7 +264,7 @@ TEST(Matmul, BackwardWeightExactOnEveryPath) {
         std::vector<float> dW0 = exact_inputs(WeightType::f32, s.N * s.K, rng);  // (N, K)
         std::vector<float> want = dW0;
         linear_backward_weight_reference(want.data(), G.f.data(), X.data(), s.M, s.N, s.K);
-        for (MatmulPath p : kPaths) {
+        for (const Variant& p : kPaths) {
             PathGuard guard(p);
             std::vector<float> got = dW0;
             linear_backward_weight(got.data(), G.f.data(), X.data(), s.M, s.N, s.K);
@@ -260,7 +300,7 @@ TEST(Matmul, BackwardWeightBf16InputsRoundFirstOnEveryPath) {
         if (s.M * s.N * s.K >= 64) {
             EXPECT_FALSE(same_bits(unrounded, want, s.K)) << "inputs not perturbed";
         }
-        for (MatmulPath p : kPaths) {
+        for (const Variant& p : kPaths) {
             PathGuard guard(p);
             std::vector<float> got = dW0;
             linear_backward_weight(got.data(), dY.data(), X.data(), s.M, s.N, s.K, WeightType::bf16);
@@ -301,7 +341,7 @@ TEST(Matmul, GaussianWithinSummationBound) {
             std::vector<float> ref(s.M * s.N);
             linear_forward_reference(ref.data(), X.data(), W.view(), s.M);
             check(ref, "reference");
-            for (MatmulPath p : kPaths) {
+            for (const Variant& p : kPaths) {
                 PathGuard guard(p);
                 std::vector<float> y(s.M * s.N);
                 linear_forward(y.data(), X.data(), W.view(), s.M);
@@ -365,18 +405,25 @@ TEST(Matmul, FrozenWeightsGiveTheReferenceResults) {
     frozen.prepacked = packed.get();
     EXPECT_TRUE(packed->matches(frozen));
     EXPECT_EQ(packed->bytes(), 0);
-    for (int64_t M : {1, 9, 64, 128, 300}) {
-        std::vector<float> X = exact_inputs(WeightType::bf16, M * K, rng);   // (M, K)
-        std::vector<float> dY = exact_inputs(WeightType::bf16, M * N, rng);  // (M, N)
-        std::vector<float> want(M * N), got(M * N), wantx(M * K), gotx(M * K);
-        linear_forward_reference(want.data(), X.data(), W.view(), M);
-        linear_forward(got.data(), X.data(), frozen, M);
-        ASSERT_TRUE(same_bits(got, want, N)) << "frozen forward M=" << M;
-        linear_backward_input_reference(wantx.data(), dY.data(), W.view(), M);
-        linear_backward_input(gotx.data(), dY.data(), frozen, M);
-        ASSERT_TRUE(same_bits(gotx, wantx, K)) << "frozen backward_input M=" << M;
-    }
-    EXPECT_GT(packed->bytes(), 0) << "no packed copy was made: the frozen path did not run";
+    int64_t native_bytes = 0;
+    for (Bf16Products mode : {Bf16Products::native, Bf16Products::f32})
+        for (int64_t M : {1, 9, 64, 128, 300}) {
+            PathGuard guard({MatmulPath::automatic, mode});
+            const char* how = mode == Bf16Products::f32 ? " (BF16 as FP32)" : " (BF16 native)";
+            std::vector<float> X = exact_inputs(WeightType::bf16, M * K, rng);   // (M, K)
+            std::vector<float> dY = exact_inputs(WeightType::bf16, M * N, rng);  // (M, N)
+            std::vector<float> want(M * N), got(M * N), wantx(M * K), gotx(M * K);
+            linear_forward_reference(want.data(), X.data(), W.view(), M);
+            linear_forward(got.data(), X.data(), frozen, M);
+            ASSERT_TRUE(same_bits(got, want, N)) << "frozen forward M=" << M << how;
+            linear_backward_input_reference(wantx.data(), dY.data(), W.view(), M);
+            linear_backward_input(gotx.data(), dY.data(), frozen, M);
+            ASSERT_TRUE(same_bits(gotx, wantx, K)) << "frozen backward_input M=" << M << how;
+            if (mode == Bf16Products::native) native_bytes = packed->bytes();
+        }
+    EXPECT_GT(native_bytes, 0) << "no packed BF16 copy was made: the frozen path did not run";
+    // The FP32 mode packs the weight widened to FP32: its own copies, twice the bytes.
+    EXPECT_GE(packed->bytes() - native_bytes, 2 * native_bytes) << "no packed FP32 copy was made";
     // A view of other data, or of other dimensions, does not match: never read packed.
     TestWeight other = integer_weight(WeightType::bf16, N, K, 2, rng);
     WeightView foreign = other.view();
