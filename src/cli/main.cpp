@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "kernels/matmul_backend.h"
 #include "util/error.h"
 
 using namespace ppolab;
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
             return 0;
         }
     try {
+        bf16_products_native();  // a bad PPOLAB_BF16_PRODUCTS fails here, not inside a product
         return it->second.run(cli::Args(args, it->second.flags));
     } catch (const Error& e) {
         std::fprintf(stderr, "ppolab %s: error: %s\n", rest[0].c_str(), e.what());

@@ -42,8 +42,9 @@ DispatchReport dispatch_report() {
     r.avx512_bf16 = matmul_has_avx512bf16();
     r.amx_bf16 = cpu_has_amx_bf16();
     r.layer_kernels = level_name(simd::simd_level());
+    const bool vdpbf16 = bf16_products_native() && matmul_has_avx512bf16();
     r.decode_products = simd::simd_cpu_level() != simd::SimdLevel::avx512 ? "portable"
-                        : bf16_products_native()                          ? "small_m_avx512 (vdpbf16ps)"
+                        : vdpbf16                                         ? "small_m_avx512 (vdpbf16ps)"
                                                                           : "small_m_avx512 (FP32 FMA)";
     const dnnl_version_t* v = dnnl_version();
     char buf[64];
@@ -65,8 +66,9 @@ std::string dispatch_text(const DispatchReport& r) {
                   "BF16 products    %s\n",
                   r.build.c_str(), yn(r.avx2_fma), yn(r.avx512), yn(r.avx512_bf16), yn(r.amx_bf16),
                   r.layer_kernels.c_str(), r.decode_products.c_str(), r.onednn.c_str(),
-                  r.bf16_products == "native" ? "native (oneDNN's BF16 kernels)"
-                                              : "as FP32 products of the BF16-rounded values (no AVX-512 BF16)");
+                  r.bf16_products != "native" ? "as FP32 products of the BF16-rounded values"
+                  : r.avx512_bf16             ? "native (oneDNN's BF16 kernels)"
+                                              : "native (oneDNN's BF16 kernels, emulated: no AVX-512 BF16)");
     return buf;
 }
 

@@ -55,7 +55,9 @@ const char* matmul_path_name(int64_t M, int64_t N, int64_t K);
 // BF16 (slow, but the same contract) and the small-M FMA stream.
 // automatic (the default): native where the CPU has AVX-512 BF16 (every CPU
 // with AMX has it too), else f32 — oneDNN only emulates BF16 there, measured
-// 3.2–4.8× slower than its FP32 kernels (BENCHMARKS.md). Tests force either.
+// 2.9–3.8× slower than its FP32 kernels (BENCHMARKS.md). Tests force either;
+// PPOLAB_BF16_PRODUCTS=native|fp32 in the environment does for a whole run
+// (anything else: an Error naming the variable, at the first product).
 enum class Bf16Products { automatic, native, f32 };
 void matmul_set_bf16_products(Bf16Products mode);
 bool bf16_products_native();  // the mode in force, resolved

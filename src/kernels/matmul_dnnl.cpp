@@ -2,7 +2,7 @@
 // matmuls for BF16 weights (the input rounded to BF16 first, in a reused
 // buffer), FP32 × FP32 → FP32 otherwise. On a CPU without a BF16
 // dot-product instruction (no AVX-512 BF16, hence no AMX either) oneDNN
-// only emulates BF16 and measured 3.2–4.8× slower than its own FP32 kernels
+// only emulates BF16 and measured 2.9–3.8× slower than its own FP32 kernels
 // at the tiny model's shapes (BENCHMARKS.md): there a BF16 product runs as
 // an FP32 product of the BF16-rounded input and the weight widened to FP32.
 // That is the same contract (a product of two BF16 values is exact in FP32,
@@ -25,9 +25,11 @@
 #include <dnnl.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -276,8 +278,27 @@ void dnnl_backward_weight(float* dW, const float* dY, const float* X, int64_t M,
 
 void matmul_set_bf16_products(Bf16Products mode) { forced_bf16_products.store(mode); }
 
+namespace {
+
+// PPOLAB_BF16_PRODUCTS=native|fp32 in the environment replaces the automatic
+// choice (read once; a test's matmul_set_bf16_products still wins).
+Bf16Products environment_bf16_products() {
+    static const Bf16Products mode = [] {
+        const char* v = std::getenv("PPOLAB_BF16_PRODUCTS");
+        if (v == nullptr || *v == '\0') return Bf16Products::automatic;
+        const std::string value(v);
+        if (value == "native") return Bf16Products::native;
+        if (value == "fp32") return Bf16Products::f32;
+        fail("environment variable PPOLAB_BF16_PRODUCTS: expected native or fp32, found '", value, "'");
+    }();
+    return mode;
+}
+
+}  // namespace
+
 bool bf16_products_native() {
-    const Bf16Products mode = forced_bf16_products.load(std::memory_order_relaxed);
+    Bf16Products mode = forced_bf16_products.load(std::memory_order_relaxed);
+    if (mode == Bf16Products::automatic) mode = environment_bf16_products();
     return mode == Bf16Products::automatic ? matmul_has_avx512bf16() : mode == Bf16Products::native;
 }
 

@@ -121,3 +121,24 @@ TEST(Qwen2Cli, GenerateJsonAgreesWithTeacherForcing) {
         EXPECT_EQ(j["sampling"].get<std::string>().find("temperature 1") != std::string::npos, sampled);
     }
 }
+
+// PPOLAB_BF16_PRODUCTS chooses how BF16 products run for a whole command, and
+// `ppolab version` says which ran; a wrong value stops the command with an
+// error naming the variable, what was expected and what was found.
+TEST(Qwen2Cli, Bf16ProductsFromTheEnvironment) {
+    const char* bin = std::getenv("PPOLAB_BINARY");
+    ASSERT_NE(bin, nullptr) << "PPOLAB_BINARY is not set (run through ctest)";
+    Output fp32 = run_shell(std::string("PPOLAB_BF16_PRODUCTS=fp32 ") + bin + " version");
+    EXPECT_EQ(fp32.rc, 0) << fp32.out;
+    EXPECT_NE(fp32.out.find("BF16 products    as FP32 products of the BF16-rounded values"), std::string::npos)
+        << fp32.out;
+    EXPECT_NE(fp32.out.find("small_m_avx512 (FP32 FMA)"), std::string::npos) << fp32.out;
+    Output native = run_shell(std::string("PPOLAB_BF16_PRODUCTS=native ") + bin + " version");
+    EXPECT_EQ(native.rc, 0) << native.out;
+    EXPECT_NE(native.out.find("BF16 products    native (oneDNN's BF16 kernels"), std::string::npos) << native.out;
+    Output bad = run_shell(std::string("PPOLAB_BF16_PRODUCTS=bf16 ") + bin + " version");
+    EXPECT_EQ(bad.rc, 1) << bad.out;
+    EXPECT_NE(bad.out.find("environment variable PPOLAB_BF16_PRODUCTS: expected native or fp32, found 'bf16'"),
+              std::string::npos)
+        << bad.out;
+}

@@ -104,12 +104,13 @@ TEST(StudyConfigTypes, EveryKeyHasAMeaningAndAUnit) {
 // evaluation.snapshot_samples, evaluation.best_of_n and the study and
 // replicates sections were added (new keys; no stage number changed), and
 // when the tiny preset's PPO learning rates were chosen on validation
-// prompts (scripts/sweep_validation.sh: actor 1.25e-4, critic 2.5e-4).
+// prompts (scripts/sweep_validation.sh: actor 1.25e-4, critic 2.5e-4) and
+// the tiny preset's description said so.
 TEST(StudyConfigTypes, PresetHashesArePinned) {
     const std::map<std::string, std::pair<std::string, std::string>> pinned = {
         {"tiny",
-         {"b1a0c2360fe3be7815f49f6bb4523f7cf412f9acec7bfdf943d47fb457e3c9e0",
-          "a10cb8cabe8be49b64c0d645521816d89897ecbbdeb10bf6400b02d6210ede86"}},
+         {"f782a9f1eade019815c291225ca55cb3e49df5cfb856fe2141c02b379c6b3433",
+          "dfb9c084f32cbd745083b9af62e9716339c99a70a9d98be10e741345317fc0f5"}},
         {"seed",
          {"9523eb6aa904266d8e794e7355aba718e944896fbde48691120eaad98b5e5583",
           "bc109da93577992e0125c546c45ad47a9d11465ac75c387ef28d20f170ca662a"}},
