@@ -2,7 +2,7 @@
 Qwen2 (transformers) and reports, for every LoRA parameter PEFT created, the
 largest difference from the exported tensor, plus PEFT's scaling.
 Usage: peft_load.py ADAPTER_DIR OUT.json HIDDEN INTERMEDIATE LAYERS HEADS KV_HEADS
-Exit code 3 when peft/transformers are not installed (the caller skips)."""
+Exit code 3 when peft/transformers are not installed (the caller fails, saying so)."""
 import json
 import sys
 
@@ -11,7 +11,7 @@ try:
     from peft import PeftModel
     from safetensors.torch import load_file
     from transformers import Qwen2Config, Qwen2ForCausalLM
-except ImportError as e:  # optional oracle
+except ImportError as e:
     print("peft not available:", e)
     sys.exit(3)
 

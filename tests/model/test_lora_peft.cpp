@@ -1,0 +1,378 @@
+// test_lora_peft.cpp — ppolab's LoRA projection (model/lora.h) against the real
+// PEFT library (tests/model/lora_peft_ref.py, PEFT 0.13.2 on Debian's torch,
+// installed by scripts/test-venv.sh): the same base (with bias), A, B, r 8,
+// α 16, input and output gradient; the output y and the gradients of the
+// input, A and B compared, with a BF16 base and with an FP32 base, at a row
+// count of the small-M path (8) and of oneDNN's (16); and the export's round
+// trip: a ppolab checkpoint folder and PEFT export loaded by transformers and
+// PEFT (tests/model/peft_logits_ref.py) give ppolab's logits. Not a skippable
+// oracle: without peft the test fails and says what to install.
+//
+// Inputs: Gaussian A, B (so the branch is as large as the base product: a
+// missing or misscaled branch is off by far more than any tolerance), BF16
+// values for x, dy, W and bias (what a BF16 model's activations and a BF16
+// checkpoint hold), α/r = 2 (a power of two: scaling rounds nothing).
+//
+// Tolerances, from what each side rounds (u = 2⁻²⁴; ulp(v) of BF16 =
+// 2^(⌊log2|v|⌋ − 7); S = the same sums over absolute values, in double):
+//  * FP32 base: both sides compute y = Wx + b + 2·B(Ax), dx = Wᵀdy + 2·Aᵀ(Bᵀdy),
+//    dA = 2·(Bᵀdy)ᵀx, dB = 2·dyᵀ(Ax) in FP32, in different orders; each
+//    nested sum of n terms is within γ_n·S of the exact value (Higham 3.5),
+//    so the two differ by at most 2·γ_n·S, n = in + out + r + M (a bound on
+//    every nesting depth here).
+//  * BF16 base: PEFT runs the base in BF16 — W·x accumulated in FP32 and the
+//    output rounded to BF16 (the bias added inside or after, so up to two
+//    roundings of |Wx| + |b|) — then adds the FP32 branch and rounds the sum
+//    to BF16; ppolab sums base, bias and branch in FP32 and rounds once
+//    (qwen2.h). So |Δy| ≤ ulp(|Wx| + |b|) + ulp(|y|) + 2·γ_n·S. For dx,
+//    PEFT's BF16 input receives the base's BF16 gradient, the branch's
+//    gradient cast to BF16 and their BF16 sum (three half-ulp roundings);
+//    ppolab's FP32 dx has none: |Δdx| ≤ 1.5·ulp(max(|Wᵀdy|, |branch|,
+//    |dx|)) + 2·γ_n·S. dA and dB are FP32 on both sides (dy arrives in FP32
+//    from the output's cast; x is BF16-exact): the FP32 bound.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "model/hf_folder.h"
+#include "model/lora.h"
+#include "model/qwen2.h"
+#include "test_qwen2_common.h"
+#include "training/oracle_util.h"
+#include "training/peft.h"
+#include "util/bf16.h"
+#include "util/fileio.h"
+#include "util/json.h"
+#include "util/rng.h"
+
+using namespace ppolab;
+
+namespace {
+
+constexpr int64_t kRank = 8;
+constexpr double kAlpha = 16.0;
+
+double ulp_bf16(double v) {
+    v = std::fabs(v);
+    if (v == 0.0) return 0.0;
+    return std::ldexp(1.0, std::ilogb(v) - 7);
+}
+
+struct Case {
+    std::string name;
+    bool bf16 = false;
+    int64_t M = 0, in = 0, out = 0;
+    std::vector<float> x, W, bias, A, B, dy;  // BF16-exact x, W, bias, dy; Gaussian A, B
+    // ppolab's results
+    std::vector<float> y, dx, dA, dB;
+};
+
+std::vector<float> bf16_exact(int64_t n, double scale, Philox& rng) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = round_to_bf16(static_cast<float>(rng.normal() * scale));
+    return v;
+}
+
+Case make_case(const std::string& name, bool bf16, int64_t M, int64_t in, int64_t out, uint64_t seed) {
+    Philox rng(seed, 0);
+    Case c{name, bf16, M, in, out, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+    c.x = bf16_exact(M * in, 1.0, rng);
+    c.W = bf16_exact(out * in, 1.0 / std::sqrt(static_cast<double>(in)), rng);
+    c.bias = bf16_exact(out, 0.5, rng);
+    c.A.resize(static_cast<size_t>(kRank * in));
+    for (float& a : c.A) a = static_cast<float>(rng.normal() / std::sqrt(static_cast<double>(in)));
+    c.B.resize(static_cast<size_t>(out * kRank));
+    for (float& b : c.B) b = static_cast<float>(rng.normal() / std::sqrt(static_cast<double>(kRank)) * 0.5);
+    c.dy = bf16_exact(M * out, 1.0, rng);
+    return c;
+}
+
+// ppolab's projection forward and backward on the case.
+void run_ppolab(Case& c) {
+    Matrix W;
+    W.type = c.bf16 ? WeightType::bf16 : WeightType::f32;
+    W.rows = c.out;
+    W.cols = c.in;
+    if (c.bf16) {
+        for (float w : c.W) W.b.push_back(float_to_bf16(w));
+    } else {
+        W.f = c.W;
+    }
+    W.freeze();  // the study's frozen base (prepacked where it is BF16)
+    LoraAdapter a;
+    a.rank = kRank;
+    a.in = c.in;
+    a.out = c.out;
+    a.scale = static_cast<float>(kAlpha / kRank);
+    a.A = c.A;
+    a.B = c.B;
+    a.dA.assign(a.A.size(), 0.f);
+    a.dB.assign(a.B.size(), 0.f);
+    c.y.assign(static_cast<size_t>(c.M * c.out), 0.f);
+    std::vector<float> mid(static_cast<size_t>(c.M * kRank)), scratch(static_cast<size_t>(c.M * kRank));
+    projection_forward(c.y.data(), mid.data(), c.x.data(), W, c.bias.data(), &a, c.M);
+    c.dx.assign(static_cast<size_t>(c.M * c.in), 0.f);
+    ProjectionGrads g;
+    g.adapter = &a;
+    projection_backward(c.dx.data(), g, c.dy.data(), c.x.data(), mid.data(), W, &a, c.M, scratch.data());
+    c.dA = a.dA;
+    c.dB = a.dB;
+}
+
+// The exact results in double, with the magnitudes that bound their FP32
+// evaluation (absolute values everywhere) and, for the BF16 rules, the base
+// and branch parts on their own.
+struct Exact {
+    std::vector<double> y, y_abs, y_base_abs;          // (M, out)
+    std::vector<double> dx, dx_abs, dx_base, dx_lora;  // (M, in)
+    std::vector<double> dA, dA_abs, dB, dB_abs;
+};
+
+Exact exact(const Case& c) {
+    const double s = kAlpha / kRank;
+    const int64_t M = c.M, I = c.in, O = c.out, R = kRank;
+    Exact e;
+    std::vector<double> ax(M * R), ax_abs(M * R), bdy(M * R), bdy_abs(M * R);
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t r = 0; r < R; ++r) {
+            for (int64_t i = 0; i < I; ++i) {
+                ax[m * R + r] += double(c.A[r * I + i]) * c.x[m * I + i];
+                ax_abs[m * R + r] += std::fabs(double(c.A[r * I + i]) * c.x[m * I + i]);
+            }
+            for (int64_t o = 0; o < O; ++o) {
+                bdy[m * R + r] += double(c.B[o * R + r]) * c.dy[m * O + o];
+                bdy_abs[m * R + r] += std::fabs(double(c.B[o * R + r]) * c.dy[m * O + o]);
+            }
+        }
+    e.y.assign(M * O, 0);
+    e.y_abs.assign(M * O, 0);
+    e.y_base_abs.assign(M * O, 0);
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t o = 0; o < O; ++o) {
+            double base = c.bias[o], base_abs = std::fabs(c.bias[o]), lora = 0, lora_abs = 0;
+            for (int64_t i = 0; i < I; ++i) {
+                base += double(c.W[o * I + i]) * c.x[m * I + i];
+                base_abs += std::fabs(double(c.W[o * I + i]) * c.x[m * I + i]);
+            }
+            for (int64_t r = 0; r < R; ++r) {
+                lora += s * c.B[o * R + r] * ax[m * R + r];
+                lora_abs += s * std::fabs(double(c.B[o * R + r])) * ax_abs[m * R + r];
+            }
+            e.y[m * O + o] = base + lora;
+            e.y_abs[m * O + o] = base_abs + lora_abs;
+            e.y_base_abs[m * O + o] = base_abs;
+        }
+    e.dx.assign(M * I, 0);
+    e.dx_abs.assign(M * I, 0);
+    e.dx_base.assign(M * I, 0);
+    e.dx_lora.assign(M * I, 0);
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t i = 0; i < I; ++i) {
+            double b = 0, b_abs = 0, l = 0, l_abs = 0;
+            for (int64_t o = 0; o < O; ++o) {
+                b += double(c.W[o * I + i]) * c.dy[m * O + o];
+                b_abs += std::fabs(double(c.W[o * I + i]) * c.dy[m * O + o]);
+            }
+            for (int64_t r = 0; r < R; ++r) {
+                l += s * c.A[r * I + i] * bdy[m * R + r];
+                l_abs += s * std::fabs(double(c.A[r * I + i])) * bdy_abs[m * R + r];
+            }
+            e.dx[m * I + i] = b + l;
+            e.dx_abs[m * I + i] = b_abs + l_abs;
+            e.dx_base[m * I + i] = b;
+            e.dx_lora[m * I + i] = l;
+        }
+    e.dA.assign(R * I, 0);
+    e.dA_abs.assign(R * I, 0);
+    for (int64_t r = 0; r < R; ++r)
+        for (int64_t i = 0; i < I; ++i)
+            for (int64_t m = 0; m < M; ++m) {
+                e.dA[r * I + i] += s * bdy[m * R + r] * c.x[m * I + i];
+                e.dA_abs[r * I + i] += s * bdy_abs[m * R + r] * std::fabs(double(c.x[m * I + i]));
+            }
+    e.dB.assign(O * R, 0);
+    e.dB_abs.assign(O * R, 0);
+    for (int64_t o = 0; o < O; ++o)
+        for (int64_t r = 0; r < R; ++r)
+            for (int64_t m = 0; m < M; ++m) {
+                e.dB[o * R + r] += s * c.dy[m * O + o] * ax[m * R + r];
+                e.dB_abs[o * R + r] += s * std::fabs(double(c.dy[m * O + o])) * ax_abs[m * R + r];
+            }
+    return e;
+}
+
+// got (ppolab) against peft, element by element, each within bound(i);
+// both also near the exact value (a shared mistake would not pass).
+template <class Bound>
+::testing::AssertionResult within(const std::string& what, const std::vector<float>& ours, const json& theirs,
+                                  const std::vector<double>& exact_values, Bound bound) {
+    if (theirs.size() != ours.size())
+        return ::testing::AssertionFailure()
+               << what << ": PEFT gave " << theirs.size() << " values, ppolab " << ours.size();
+    double worst = 0;  // max |ppolab − PEFT| / bound, printed for the log
+    for (size_t i = 0; i < ours.size(); ++i) {
+        const double p = theirs[i].get<double>(), b = bound(i);
+        if (b > 0) worst = std::max(worst, std::fabs(ours[i] - p) / b);
+        if (std::fabs(ours[i] - p) > b)
+            return ::testing::AssertionFailure()
+                   << what << "[" << i << "]: ppolab " << ours[i] << ", PEFT " << p << ", |difference| "
+                   << std::fabs(ours[i] - p) << " > bound " << b << " (exact " << exact_values[i] << ")";
+        if (std::fabs(ours[i] - exact_values[i]) > b)
+            return ::testing::AssertionFailure()
+                   << what << "[" << i << "]: ppolab " << ours[i] << " is " << std::fabs(ours[i] - exact_values[i])
+                   << " from the exact value " << exact_values[i] << " > bound " << b;
+    }
+    std::printf("  %-3s max |ppolab - PEFT| / bound = %.3f\n", what.c_str(), worst);
+    return ::testing::AssertionSuccess();
+}
+
+}  // namespace
+
+TEST(LoraPeft, ProjectionAndGradientsMatchPeft) {
+    std::vector<Case> cases = {
+        make_case("fp32_small_m", false, 8, 96, 80, 1),
+        make_case("fp32_dnnl", false, 16, 96, 80, 2),
+        make_case("bf16_small_m", true, 8, 96, 80, 3),
+        make_case("bf16_dnnl", true, 16, 96, 80, 4),
+    };
+    fs::path dir = test::fresh_temp_dir("lora_peft");
+    json spec = {{"cases", json::array()}};
+    std::vector<float> data;
+    for (Case& c : cases) {
+        run_ppolab(c);
+        json offsets;
+        for (auto [name, v] : std::vector<std::pair<const char*, const std::vector<float>*>>{
+                 {"x", &c.x}, {"W", &c.W}, {"bias", &c.bias}, {"A", &c.A}, {"B", &c.B}, {"dy", &c.dy}}) {
+            offsets[name] = data.size();
+            data.insert(data.end(), v->begin(), v->end());
+        }
+        spec["cases"].push_back({{"name", c.name},
+                                 {"bf16", c.bf16},
+                                 {"M", c.M},
+                                 {"in", c.in},
+                                 {"out", c.out},
+                                 {"rank", kRank},
+                                 {"alpha", kAlpha},
+                                 {"tensors", offsets}});
+    }
+    fs::create_directories(dir / "in");
+    write_file_atomic(dir / "in" / "case.json", spec.dump());
+    write_file_atomic(dir / "in" / "tensors.f32",
+                      std::string(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float)));
+    const std::string cmd =
+        "'" + test::python() + "' '" + (test::source_dir() / "tests/model/lora_peft_ref.py").string() + "' '" +
+        (dir / "in").string() + "' '" + (dir / "out.json").string() + "' > '" + (dir / "log.txt").string() + "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) != 3)
+        << "peft/transformers are not importable by $PPOLAB_PYTHON (" << test::python()
+        << "): scripts/test-venv.sh installs them. " << read_file(dir / "log.txt");
+    ASSERT_EQ(rc, 0) << read_file(dir / "log.txt");
+    const json r = read_json_file(dir / "out.json");
+    std::printf("oracle: torch %s, peft %s, transformers %s\n", r["versions"]["torch"].get<std::string>().c_str(),
+                r["versions"]["peft"].get<std::string>().c_str(),
+                r["versions"]["transformers"].get<std::string>().c_str());
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.name);
+        std::printf("%s:\n", c.name.c_str());
+        const json& p = r["cases"][c.name];
+        EXPECT_EQ(p["scaling"].get<double>(), kAlpha / kRank);
+        EXPECT_EQ(p["y_dtype"], c.bf16 ? "torch.bfloat16" : "torch.float32");
+        const Exact e = exact(c);
+        const double u = std::ldexp(1.0, -24);
+        const double n = static_cast<double>(c.in + c.out + kRank + c.M);
+        const double gamma2 = 2 * n * u / (1 - n * u);
+        auto fp32 = [&](const std::vector<double>& abs) { return [&, abs](size_t i) { return gamma2 * abs[i]; }; };
+        if (c.bf16) {
+            EXPECT_TRUE(within("y", c.y, p["y"], e.y, [&](size_t i) {
+                return ulp_bf16(e.y_base_abs[i]) + ulp_bf16(e.y[i]) + gamma2 * e.y_abs[i];
+            }));
+            EXPECT_TRUE(within("dx", c.dx, p["dx"], e.dx, [&](size_t i) {
+                const double big = std::max({std::fabs(e.dx_base[i]), std::fabs(e.dx_lora[i]), std::fabs(e.dx[i])});
+                return 1.5 * ulp_bf16(big) + gamma2 * e.dx_abs[i];
+            }));
+        } else {
+            EXPECT_TRUE(within("y", c.y, p["y"], e.y, fp32(e.y_abs)));
+            EXPECT_TRUE(within("dx", c.dx, p["dx"], e.dx, fp32(e.dx_abs)));
+        }
+        EXPECT_TRUE(within("dA", c.dA, p["dA"], e.dA, fp32(e.dA_abs)));
+        EXPECT_TRUE(within("dB", c.dB, p["dB"], e.dB, fp32(e.dB_abs)));
+        // The comparison has teeth: the branch moves y by far more than the bound.
+        double branch = 0, bound = 0;
+        for (size_t i = 0; i < e.y.size(); ++i) {
+            double base = c.bias[i % static_cast<size_t>(c.out)];
+            const int64_t m = static_cast<int64_t>(i) / c.out, o = static_cast<int64_t>(i) % c.out;
+            for (int64_t k = 0; k < c.in; ++k) base += double(c.W[o * c.in + k]) * c.x[m * c.in + k];
+            branch = std::max(branch, std::fabs(e.y[i] - base));
+            bound = std::max(bound, ulp_bf16(e.y_base_abs[i]) + ulp_bf16(e.y[i]) + gamma2 * e.y_abs[i]);
+        }
+        EXPECT_GT(branch, 20 * bound) << "the LoRA branch is too small for the test to see it";
+    }
+    fs::remove_all(dir);
+}
+
+// The round trip ppolab → PEFT → logits: a random Qwen2 (random norms and
+// biases) saved as a Hugging Face folder (BF16), random adapters on all seven
+// projections (B ≠ 0) exported for PEFT; ppolab reads the folder back widened
+// to FP32, transformers loads it in float32, PEFT adds the export, and both
+// compute the logits of one sequence. Both sides are FP32 throughout with
+// different operation orders (sums of ≤ 96 terms over 2 layers: differences
+// of a few 1e-6 expected); 1e-4 is far below what the adapter changes (the
+// test checks that the logits without it are farther off by 100× at least).
+TEST(LoraPeft, ExportedAdapterGivesTheSameLogitsInTransformers) {
+    using namespace ppolab::test;
+    const Qwen2Config c = small_config();
+    Qwen2Weights w = small_weights(c, WeightType::f32, 17);
+    LoraAdapters lora = random_lora(c, 23, 0.05);
+    fs::path dir = test::fresh_temp_dir("peft_logits");
+    save_checkpoint(dir / "model", w, qwen_model_dir(), json{{"eos_token_id", 151645}});
+    PeftInfo info;
+    info.rank = lora.config().rank;
+    info.alpha = lora.config().alpha;
+    info.base_model = "random-qwen2";
+    export_peft(dir / "adapter", lora.parameters(), info);
+    const std::vector<int32_t> ids = {5, 17, 233, 42, 0, 299, 64, 8};
+    const int64_t T = static_cast<int64_t>(ids.size()), V = c.vocab_size;
+    // The folder holds BF16 (its format); both sides read it back widened to FP32.
+    const Qwen2Weights saved = load_checkpoint(dir / "model", WeightType::f32);
+    Qwen2 model(saved, &lora);
+    std::vector<uint8_t> mask(ids.size(), 1);
+    model.forward(ids.data(), mask.data(), 1, T, false);
+    std::vector<float> ours(static_cast<size_t>(T * V));
+    model.logits(ours.data());
+    std::string list;
+    for (int32_t t : ids) list += (list.empty() ? "" : ",") + std::to_string(t);
+    fs::create_directories(dir / "out");
+    const std::string cmd = "'" + test::python() + "' '" +
+                            (test::source_dir() / "tests/model/peft_logits_ref.py").string() + "' '" +
+                            (dir / "model").string() + "' '" + (dir / "adapter").string() + "' " + list + " '" +
+                            (dir / "out").string() + "' > '" + (dir / "log.txt").string() + "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) != 3)
+        << "peft/transformers are not importable by $PPOLAB_PYTHON (" << test::python()
+        << "): scripts/test-venv.sh installs them. " << read_file(dir / "log.txt");
+    ASSERT_EQ(rc, 0) << read_file(dir / "log.txt");
+    const json r = read_json_file(dir / "out" / "out.json");
+    ASSERT_EQ(r["T"].get<int64_t>(), T);
+    ASSERT_EQ(r["V"].get<int64_t>(), V);
+    auto load = [&](const char* name) {
+        const std::string bytes = read_file(dir / "out" / name);
+        EXPECT_EQ(bytes.size(), ours.size() * sizeof(float)) << name;
+        std::vector<float> v(ours.size());
+        std::memcpy(v.data(), bytes.data(), std::min(bytes.size(), v.size() * sizeof(float)));
+        return v;
+    };
+    const std::vector<float> with = load("with.f32"), without = load("without.f32");
+    double worst = 0, adapter_effect = 0;
+    for (size_t i = 0; i < ours.size(); ++i) {
+        worst = std::max(worst, std::fabs(double(ours[i]) - with[i]));
+        adapter_effect = std::max(adapter_effect, std::fabs(double(ours[i]) - without[i]));
+    }
+    std::printf("logits: max |ppolab - PEFT| %.3g, max |ppolab - base without adapter| %.3g\n", worst, adapter_effect);
+    EXPECT_LE(worst, 1e-4) << "ppolab's logits differ from transformers + PEFT on the exported adapter";
+    EXPECT_GE(adapter_effect, 1e-2) << "the adapter hardly changes the logits: the comparison would not see it";
+    fs::remove_all(dir);
+}
