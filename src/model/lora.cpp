@@ -156,4 +156,28 @@ void projection_backward(float* dx, ProjectionGrads g, const float* dy, const fl
     }
 }
 
+Qwen2Weights merge_lora(const Qwen2Weights& base, const LoraAdapters& lora) {
+    Qwen2Weights merged = base;  // copies start unfrozen (weights.h)
+    for (int64_t l = 0; l < static_cast<int64_t>(merged.layers.size()); ++l)
+        for (const ProjectionInfo& p : kProjections) {
+            const LoraAdapter* a = lora.get(l, p.proj);
+            if (!a) continue;
+            Matrix& W = merged.layers[static_cast<size_t>(l)].*p.weight;
+            if (a->out != W.rows || a->in != W.cols || a->rank <= 0)
+                fail("merge_lora: layer ", l, " ", p.name, ": adapter (", a->out, " x ", a->rank, ") (", a->rank, " x ",
+                     a->in, ") does not fit the weight [", W.rows, ", ", W.cols, "]");
+            const int64_t r = a->rank;
+            for (int64_t o = 0; o < W.rows; ++o)
+                for (int64_t i = 0; i < W.cols; ++i) {
+                    double delta = 0;
+                    for (int64_t k = 0; k < r; ++k)
+                        delta += static_cast<double>(a->B[o * r + k]) * static_cast<double>(a->A[k * W.cols + i]);
+                    const double v = static_cast<double>(W.at(o, i)) + static_cast<double>(a->scale) * delta;
+                    if (W.type == WeightType::bf16) W.b[o * W.cols + i] = float_to_bf16(static_cast<float>(v));
+                    else W.f[o * W.cols + i] = static_cast<float>(v);
+                }
+        }
+    return merged;
+}
+
 }  // namespace ppolab

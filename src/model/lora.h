@@ -100,4 +100,14 @@ void projection_backward(float* dx, ProjectionGrads g, const float* dy, const fl
                          const Matrix& W, const LoraAdapter* adapter, int64_t M, float* scratch,
                          bool accumulate = false);
 
+// The adapters folded into a copy of the base (what a merged checkpoint
+// holds, `ppolab export merged`): W' = W + scale·B·A for every adapted
+// projection, each element summed in double from the stored W, rounded to
+// FP32 and then to W's type (BF16: to nearest even); norms, biases,
+// embeddings and the output matrix are copied as they are. Its products then
+// equal the adapted model's up to that rounding per weight (and, for a BF16
+// base, the branch's input no longer being FP32). Error if an adapter's shape
+// does not match its projection.
+Qwen2Weights merge_lora(const Qwen2Weights& base, const LoraAdapters& lora);
+
 }  // namespace ppolab

@@ -41,6 +41,7 @@
 #include "model/hf_folder.h"
 #include "model/lora.h"
 #include "model/qwen2.h"
+#include "model/tensor_table.h"
 #include "test_qwen2_common.h"
 #include "training/oracle_util.h"
 #include "training/peft.h"
@@ -374,5 +375,96 @@ TEST(LoraPeft, ExportedAdapterGivesTheSameLogitsInTransformers) {
     std::printf("logits: max |ppolab - PEFT| %.3g, max |ppolab - base without adapter| %.3g\n", worst, adapter_effect);
     EXPECT_LE(worst, 1e-4) << "ppolab's logits differ from transformers + PEFT on the exported adapter";
     EXPECT_GE(adapter_effect, 1e-2) << "the adapter hardly changes the logits: the comparison would not see it";
+    fs::remove_all(dir);
+}
+
+// merge_lora (what `ppolab export merged` writes): every merged weight of a
+// BF16 base within half a BF16 ulp (plus the FP32 step) of W + (α/r)·B·A
+// computed in double, everything else bit for bit the base; transformers
+// loads the saved folder and gives ppolab's logits of the same folder (both
+// FP32, as the round trip above); and the merged model stays close to the
+// adapted one: the per-weight BF16 rounding moves the logits by less than a
+// tenth of what the adapter itself changes.
+TEST(LoraPeft, MergedWeightsLoadInTransformersAndKeepTheAdapter) {
+    using namespace ppolab::test;
+    const Qwen2Config c = small_config();
+    const Qwen2Weights base = small_weights(c, WeightType::bf16, 29);
+    LoraAdapters lora = random_lora(c, 31, 0.05);
+    const Qwen2Weights merged = merge_lora(base, lora);
+    int64_t changed = 0;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+        for (const ProjectionInfo& p : kProjections) {
+            const Matrix& W = base.layers[static_cast<size_t>(l)].*p.weight;
+            const Matrix& Wm = merged.layers[static_cast<size_t>(l)].*p.weight;
+            const LoraAdapter* a = lora.get(l, p.proj);
+            ASSERT_NE(a, nullptr);
+            ASSERT_EQ(Wm.type, WeightType::bf16);
+            for (int64_t o = 0; o < W.rows; ++o)
+                for (int64_t i = 0; i < W.cols; ++i) {
+                    double delta = 0;
+                    for (int64_t k = 0; k < a->rank; ++k) delta += double(a->B[o * a->rank + k]) * a->A[k * W.cols + i];
+                    const double exact_w = W.at(o, i) + double(a->scale) * delta;
+                    const double bound = 0.5 * ulp_bf16(exact_w) + std::ldexp(std::fabs(exact_w), -24);
+                    ASSERT_LE(std::fabs(Wm.at(o, i) - exact_w), bound)
+                        << "layer " << l << " " << p.name << " [" << o << ", " << i << "]";
+                    changed += Wm.b[o * W.cols + i] != W.b[o * W.cols + i];
+                }
+        }
+    EXPECT_GT(changed, 1000) << "the adapters hardly changed the weights: the test would not see a lost merge";
+    EXPECT_EQ(merged.embed_tokens.b, base.embed_tokens.b);
+    EXPECT_EQ(merged.norm, base.norm);
+    for (size_t l = 0; l < base.layers.size(); ++l) {
+        EXPECT_EQ(merged.layers[l].q_bias, base.layers[l].q_bias);
+        EXPECT_EQ(merged.layers[l].input_layernorm, base.layers[l].input_layernorm);
+    }
+    // The saved folder in transformers (float32) against ppolab reading it back in FP32.
+    fs::path dir = test::fresh_temp_dir("merged_logits");
+    save_checkpoint(dir / "merged", merged, qwen_model_dir(), json{{"eos_token_id", 151645}});
+    save_checkpoint(dir / "base", base, qwen_model_dir(), json{{"eos_token_id", 151645}});
+    PeftInfo info;
+    info.base_model = "random-qwen2";
+    export_peft(dir / "none", LoraAdapters(c, LoraConfig{}, 1).parameters(), info);  // B = 0: the base itself
+    const std::vector<int32_t> ids = {7, 250, 3, 99, 41, 0, 12};
+    const int64_t T = static_cast<int64_t>(ids.size()), V = c.vocab_size;
+    std::string list;
+    for (int32_t t : ids) list += (list.empty() ? "" : ",") + std::to_string(t);
+    fs::create_directories(dir / "out");
+    const std::string cmd = "'" + test::python() + "' '" +
+                            (test::source_dir() / "tests/model/peft_logits_ref.py").string() + "' '" +
+                            (dir / "merged").string() + "' '" + (dir / "none").string() + "' " + list + " '" +
+                            (dir / "out").string() + "' > '" + (dir / "log.txt").string() + "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) != 3)
+        << "peft/transformers are not importable by $PPOLAB_PYTHON (" << test::python()
+        << "): scripts/test-venv.sh installs them. " << read_file(dir / "log.txt");
+    ASSERT_EQ(rc, 0) << read_file(dir / "log.txt");
+    const std::string bytes = read_file(dir / "out" / "without.f32");  // transformers on the merged folder
+    ASSERT_EQ(bytes.size(), static_cast<size_t>(T * V) * sizeof(float));
+    std::vector<float> theirs(static_cast<size_t>(T * V));
+    std::memcpy(theirs.data(), bytes.data(), bytes.size());
+    auto logits_of = [&](const Qwen2Weights& w, LoraAdapters* adapters) {
+        Qwen2 model(w, adapters);
+        std::vector<uint8_t> mask(ids.size(), 1);
+        model.forward(ids.data(), mask.data(), 1, T, false);
+        std::vector<float> out(static_cast<size_t>(T * V));
+        model.logits(out.data());
+        return out;
+    };
+    const Qwen2Weights merged32 = load_checkpoint(dir / "merged", WeightType::f32);
+    const Qwen2Weights base32 = load_checkpoint(dir / "base", WeightType::f32);
+    const std::vector<float> ours_merged = logits_of(merged32, nullptr);
+    const std::vector<float> adapted = logits_of(base32, &lora);  // the policy, FP32, unmerged
+    const std::vector<float> plain = logits_of(base32, nullptr);
+    double folder = 0, merge_effect = 0, adapter_effect = 0;
+    for (size_t i = 0; i < theirs.size(); ++i) {
+        folder = std::max(folder, std::fabs(double(ours_merged[i]) - theirs[i]));
+        merge_effect = std::max(merge_effect, std::fabs(double(theirs[i]) - adapted[i]));
+        adapter_effect = std::max(adapter_effect, std::fabs(double(adapted[i]) - plain[i]));
+    }
+    std::printf("merged: |ppolab - transformers| %.3g on the folder; |merged - adapted| %.3g; adapter effect %.3g\n",
+                folder, merge_effect, adapter_effect);
+    EXPECT_LE(folder, 1e-4) << "transformers reads the merged folder differently from ppolab";
+    EXPECT_GE(adapter_effect, 0.1) << "the adapter hardly changes the logits: the comparison would not see it";
+    EXPECT_LE(merge_effect, 0.1 * adapter_effect) << "merging lost more than a tenth of what the adapter does";
     fs::remove_all(dir);
 }
