@@ -14,7 +14,7 @@
 #include "model/hf_folder.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
-#include "training/learned_io.h"
+#include "training/peft.h"
 #include "training/tensors.h"
 #include "util/error.h"
 #include "util/json.h"
@@ -67,25 +67,6 @@ GenerationSettings read_generation_config(const fs::path& dir, const Qwen2Config
     return s;
 }
 
-// The LoRA part of a learned state written by a stage (final/learned.safetensors,
-// or a folder holding it); a scalar head, if any, is not needed to generate.
-LoraAdapters load_adapters(const fs::path& path, const Qwen2Config& config) {
-    const fs::path file = fs::is_directory(path) ? path / "learned.safetensors" : path;
-    LearnedFile stored = read_learned(file);
-    const json& l = json_field(stored.info, "lora", file.string());
-    LoraConfig lc;
-    lc.rank = json_int(l, "rank", file.string());
-    lc.alpha = json_number(l, "alpha", file.string());
-    lc.targets = json_field(l, "targets", file.string()).get<std::vector<std::string>>();
-    LoraAdapters adapters(config, lc, 0);
-    ParamList params = adapters.parameters();
-    std::vector<NamedTensor> lora;
-    for (const NamedTensor& t : stored.tensors)
-        if (t.name.rfind("head.", 0) != 0) lora.push_back(t);
-    restore_params(lora, params, file.string());
-    return adapters;
-}
-
 int run_generate(const Args& args) {
     args.allow_only({"model", "prompt", "greedy", "max-new-tokens", "seed", "json", "system", "raw",
                      "ignore-generation-config", "adapter"});
@@ -128,7 +109,7 @@ int run_generate(const Args& args) {
         fail("--prompt: ", ids.size(), " prompt tokens + ", gs.max_new_tokens, " new tokens exceed the model's ", limit,
              " positions (max_position_embeddings); the prompt is refused, not truncated");
 
-    // --adapter DIR: a trained policy (a stage's final/ folder, learned.safetensors).
+    // --adapter DIR: a trained policy (a stage's final/ folder, learned.safetensors) or a PEFT folder.
     LoraAdapters adapters;
     if (args.has("adapter")) adapters = load_adapters(args.get("adapter"), weights.config);
     Qwen2 model(weights, args.has("adapter") ? &adapters : nullptr);
@@ -167,7 +148,7 @@ static Command generate_cmd(
     "generate",
     "generate --model DIR --prompt TEXT [--greedy] [--max-new-tokens N] [--seed N] [--json] [--system TEXT]\n"
     "         [--raw] [--ignore-generation-config] [--adapter DIR]   sample a chat completion (temperature 1,\n"
-    "                            full vocabulary); --adapter: a trained policy (e.g. RUN/sft/final)",
+    "                            full vocabulary); --adapter: a PEFT folder or a trained policy (e.g. RUN/sft/final)",
     {"greedy", "json", "raw", "ignore-generation-config"}, run_generate);
 
 }  // namespace ppolab::cli

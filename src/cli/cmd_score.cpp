@@ -7,6 +7,7 @@
 #include "model/hf_folder.h"
 #include "model/qwen2.h"
 #include "model/sampling.h"
+#include "training/peft.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/json.h"
@@ -36,7 +37,7 @@ std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab) {
 }
 
 int run_score(const Args& args) {
-    args.allow_only({"model", "ids", "dump-logits"});
+    args.allow_only({"model", "ids", "dump-logits", "adapter"});
     const fs::path dir = args.get("model");
     const Qwen2Weights weights = load_checkpoint(dir, WeightType::bf16);
     const Qwen2Config& c = weights.config;
@@ -45,7 +46,10 @@ int run_score(const Args& args) {
     if (c.max_position_embeddings > 0 && T > c.max_position_embeddings)
         fail("--ids: ", T, " tokens exceed the model's ", c.max_position_embeddings, " positions");
 
-    Qwen2 model(weights);
+    // --adapter DIR: a PEFT folder or a stage's learned state (training/peft.h: load_adapters).
+    LoraAdapters adapters;
+    if (args.has("adapter")) adapters = load_adapters(args.get("adapter"), c);
+    Qwen2 model(weights, args.has("adapter") ? &adapters : nullptr);
     std::vector<uint8_t> mask(static_cast<size_t>(T), 1);
     model.forward(ids.data(), mask.data(), 1, T, /*save_for_backward=*/false);
     std::vector<float> logits(static_cast<size_t>(T * c.vocab_size));  // (T, V)
@@ -75,8 +79,10 @@ int run_score(const Args& args) {
 
 }  // namespace
 
-static Command score_cmd("score",
-                         "score --model DIR --ids 1,2,3 [--dump-logits FILE]   log p(id_t | ids before t) as JSON", {},
-                         run_score);
+static Command score_cmd(
+    "score",
+    "score --model DIR --ids 1,2,3 [--dump-logits FILE] [--adapter DIR]   log p(id_t | ids before t) as "
+    "JSON; --adapter: a PEFT folder or a trained policy (e.g. RUN/sft/final)",
+    {}, run_score);
 
 }  // namespace ppolab::cli

@@ -1,5 +1,6 @@
 #include "training/peft.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -8,6 +9,7 @@
 #include <set>
 
 #include "model/safetensors.h"
+#include "training/learned_io.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -170,6 +172,11 @@ PeftAdapter read_peft(const fs::path& dir) {
     for (const char* pattern : {"rank_pattern", "alpha_pattern"})
         if (c.contains(pattern) && !c[pattern].is_null() && !c[pattern].empty())
             fail(cwhere, ": ", pattern, " is not empty; per-module ranks are not supported");
+    if (c.contains("lora_bias") && c["lora_bias"] != false)
+        fail(cwhere, ": lora_bias is ", c["lora_bias"].dump(), "; only false is supported");
+    for (const char* field : {"modules_to_save", "layer_replication"})
+        if (c.contains(field) && !c[field].is_null() && !c[field].empty())
+            fail(cwhere, ": ", field, " is ", c[field].dump(), "; only null is supported (LoRA tensors only)");
     if (c.contains("base_model_name_or_path") && c["base_model_name_or_path"].is_string())
         out.info.base_model = c["base_model_name_or_path"].get<std::string>();
     if (c.contains("revision") && c["revision"].is_string()) out.info.revision = c["revision"].get<std::string>();
@@ -189,6 +196,51 @@ PeftAdapter read_peft(const fs::path& dir) {
     }
     check_lora_tensors(layout, out.info, model_path.string());
     return out;
+}
+
+LoraAdapters lora_from_peft(const PeftAdapter& adapter, const Qwen2Config& model, const std::string& where) {
+    LoraConfig lc;
+    lc.rank = adapter.info.rank;
+    lc.alpha = adapter.info.alpha;
+    lc.targets = adapter.info.targets;
+    LoraAdapters lora(model, lc, 0);
+    ParamList params = lora.parameters();
+    std::map<std::string, ParamRef*> slot;
+    for (ParamRef& p : params) {
+        slot[p.name] = &p;
+        if (p.name.ends_with("lora_B")) std::fill_n(p.data, p.numel(), 0.f);  // not in the file: no change
+    }
+    for (const NamedTensor& t : adapter.tensors) {
+        auto it = slot.find(t.name);
+        if (it == slot.end())
+            fail(where, ": tensor '", t.name, "' has no place in this model (", model.num_hidden_layers,
+                 " layers; targets from target_modules)");
+        ParamRef& p = *it->second;
+        if (t.shape != p.shape)
+            fail(where, ": tensor '", t.name, "' has shape ", shape_string(t.shape), "; this model expects ",
+                 shape_string(p.shape));
+        std::copy(t.values.begin(), t.values.end(), p.data);
+    }
+    return lora;
+}
+
+LoraAdapters load_adapters(const fs::path& path, const Qwen2Config& model) {
+    if (fs::is_directory(path) && fs::exists(path / "adapter_config.json"))
+        return lora_from_peft(read_peft(path), model, path.string());
+    const fs::path file = fs::is_directory(path) ? path / "learned.safetensors" : path;
+    LearnedFile stored = read_learned(file);
+    const json& l = json_field(stored.info, "lora", file.string());
+    LoraConfig lc;
+    lc.rank = json_int(l, "rank", file.string());
+    lc.alpha = json_number(l, "alpha", file.string());
+    lc.targets = json_field(l, "targets", file.string()).get<std::vector<std::string>>();
+    LoraAdapters adapters(model, lc, 0);
+    ParamList params = adapters.parameters();
+    std::vector<NamedTensor> lora;
+    for (const NamedTensor& t : stored.tensors)
+        if (t.name.rfind("head.", 0) != 0) lora.push_back(t);
+    restore_params(lora, params, file.string());
+    return adapters;
 }
 
 }  // namespace ppolab

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "model/config.h"
+#include "model/lora.h"
 #include "model/param.h"
 #include "model/tensor_table.h"
 #include "training/tensors.h"
@@ -47,7 +49,25 @@ struct PeftAdapter {
     json config;                       // adapter_config.json as read
     std::vector<NamedTensor> tensors;  // ppolab names, in file order
 };
-// Reads and validates a PEFT LoRA folder (F32, BF16 or F16 tensors → F32).
+// Reads and validates a PEFT LoRA folder (F32, BF16 or F16 tensors → F32),
+// from ppolab or from PEFT itself: LoRA on any subset of the seven
+// projections (and of the layers), its own r and lora_alpha. Options whose
+// arithmetic differs from y = Wx + (lora_alpha/r)·B(Ax) are refused with an
+// error naming the field: use_dora, use_rslora, bias other than "none",
+// lora_bias, fan_in_fan_out, rank/alpha patterns, modules_to_save,
+// layer_replication. lora_dropout is read but has no effect at inference
+// (PEFT too applies none in eval mode).
 PeftAdapter read_peft(const fs::path& dir);
+
+// The adapter as a model's LoraAdapters: every tensor of the file into its
+// slot (the shape must be the model's for that projection: Error naming the
+// tensor, expected and found); projections or layers the file does not
+// adapt keep B = 0, i.e. no change.
+LoraAdapters lora_from_peft(const PeftAdapter& adapter, const Qwen2Config& model, const std::string& where);
+
+// What `generate --adapter` and `score --adapter` read: a PEFT folder (it has
+// adapter_config.json) or a stage's learned state (final/ or its
+// learned.safetensors; a head, if any, is not needed).
+LoraAdapters load_adapters(const fs::path& path, const Qwen2Config& model);
 
 }  // namespace ppolab

@@ -51,6 +51,9 @@
 #include "util/rng.h"
 
 using namespace ppolab;
+using ppolab::test::Output;
+using ppolab::test::ppolab_binary;
+using ppolab::test::run_shell;
 
 namespace {
 
@@ -466,5 +469,102 @@ TEST(LoraPeft, MergedWeightsLoadInTransformersAndKeepTheAdapter) {
     EXPECT_LE(folder, 1e-4) << "transformers reads the merged folder differently from ppolab";
     EXPECT_GE(adapter_effect, 0.1) << "the adapter hardly changes the logits: the comparison would not see it";
     EXPECT_LE(merge_effect, 0.1 * adapter_effect) << "merging lost more than a tenth of what the adapter does";
+    fs::remove_all(dir);
+}
+
+// An adapter written by PEFT itself (tests/model/peft_write_ref.py: r 4,
+// α 12, q/v/down only, layer 1 only, lora_dropout 0.1) read by read_peft +
+// lora_from_peft: ppolab's FP32 logits with it equal PEFT's (both FP32, the
+// bound of the round trip above); `ppolab score --adapter` reads the same
+// folder into the same numbers as the in-process model; options that change
+// the arithmetic, and an adapter made for another shape, are refused with an
+// error naming the field or the tensor.
+TEST(LoraPeft, AnAdapterWrittenByPeftLoadsWithItsOwnChoices) {
+    using namespace ppolab::test;
+    const Qwen2Config c = small_config();
+    const Qwen2Weights base = small_weights(c, WeightType::bf16, 37);
+    fs::path dir = test::fresh_temp_dir("peft_written");
+    save_checkpoint(dir / "model", base, qwen_model_dir(), json{{"eos_token_id", 151645}});
+    const std::vector<int32_t> ids = {11, 200, 5, 77, 0, 31};
+    const int64_t T = static_cast<int64_t>(ids.size()), V = c.vocab_size;
+    std::string list;
+    for (int32_t t : ids) list += (list.empty() ? "" : ",") + std::to_string(t);
+    fs::create_directories(dir / "out");
+    const std::string cmd = "'" + test::python() + "' '" +
+                            (test::source_dir() / "tests/model/peft_write_ref.py").string() + "' '" +
+                            (dir / "model").string() + "' '" + (dir / "adapter").string() + "' " + list + " '" +
+                            (dir / "out").string() + "' > '" + (dir / "log.txt").string() + "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) != 3)
+        << "peft/transformers are not importable by $PPOLAB_PYTHON (" << test::python()
+        << "): scripts/test-venv.sh installs them. " << read_file(dir / "log.txt");
+    ASSERT_EQ(rc, 0) << read_file(dir / "log.txt");
+
+    const PeftAdapter read = read_peft(dir / "adapter");
+    EXPECT_EQ(read.info.rank, 4);
+    EXPECT_EQ(read.info.alpha, 12.0);
+    EXPECT_EQ(read.tensors.size(), 6u) << "q, v, down of layer 1, A and B each";
+    LoraAdapters lora = lora_from_peft(read, c, "adapter");
+    const std::string bytes = read_file(dir / "out" / "with.f32");
+    ASSERT_EQ(bytes.size(), static_cast<size_t>(T * V) * sizeof(float));
+    std::vector<float> theirs(static_cast<size_t>(T * V));
+    std::memcpy(theirs.data(), bytes.data(), bytes.size());
+    auto logits_of = [&](const Qwen2Weights& w, LoraAdapters* adapters) {
+        Qwen2 model(w, adapters);
+        std::vector<uint8_t> mask(ids.size(), 1);
+        model.forward(ids.data(), mask.data(), 1, T, false);
+        std::vector<float> out(static_cast<size_t>(T * V));
+        model.logits(out.data());
+        return out;
+    };
+    const Qwen2Weights base32 = load_checkpoint(dir / "model", WeightType::f32);
+    const std::vector<float> ours = logits_of(base32, &lora), plain = logits_of(base32, nullptr);
+    double worst = 0, effect = 0;
+    for (size_t i = 0; i < ours.size(); ++i) {
+        worst = std::max(worst, std::fabs(double(ours[i]) - theirs[i]));
+        effect = std::max(effect, std::fabs(double(plain[i]) - theirs[i]));
+    }
+    std::printf("PEFT-written adapter: max |ppolab - PEFT| %.3g, adapter effect %.3g\n", worst, effect);
+    EXPECT_LE(worst, 1e-4);
+    EXPECT_GE(effect, 1e-2) << "the adapter hardly changes the logits: the comparison would not see it";
+
+    // score --adapter: the BF16 model of the folder with the same adapters, bit for bit.
+    const fs::path dump = dir / "score.f32";
+    Output o = run_shell("'" + ppolab_binary() + "' score --model '" + (dir / "model").string() + "' --adapter '" +
+                         (dir / "adapter").string() + "' --ids " + list + " --dump-logits '" + dump.string() + "'");
+    ASSERT_EQ(o.rc, 0) << o.out;
+    const Qwen2Weights base16 = load_checkpoint(dir / "model", WeightType::bf16);
+    const std::vector<float> ours16 = logits_of(base16, &lora);
+    EXPECT_EQ(read_file(dump), std::string(reinterpret_cast<const char*>(ours16.data()), ours16.size() * 4));
+
+    // Refused: what would change the arithmetic, and another model's shapes.
+    const json config = read_json_file(dir / "adapter" / "adapter_config.json");
+    for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{{"use_dora", true},
+                                                                                {"use_rslora", true},
+                                                                                {"bias", "lora_only"},
+                                                                                {"modules_to_save", {"lm_head"}},
+                                                                                {"fan_in_fan_out", true}}) {
+        const fs::path bad = dir / ("bad_" + field);
+        fs::create_directories(bad);
+        fs::copy_file(dir / "adapter" / "adapter_model.safetensors", bad / "adapter_model.safetensors");
+        json changed = config;
+        changed[field] = value;
+        write_file_atomic(bad / "adapter_config.json", changed.dump(2));
+        o = run_shell("'" + ppolab_binary() + "' score --model '" + (dir / "model").string() + "' --adapter '" +
+                      bad.string() + "' --ids " + list);
+        EXPECT_NE(o.rc, 0) << field;
+        EXPECT_NE(o.out.find((bad / "adapter_config.json").string() + ": " + field), std::string::npos)
+            << field << ": " << o.out;
+    }
+    Qwen2Config other = c;
+    other.intermediate_size = 80;  // down_proj's A is (r, intermediate)
+    try {
+        lora_from_peft(read, other, "adapter");
+        ADD_FAILURE() << "an adapter for another shape was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("mlp.down_proj.lora_A' has shape [4, 96]; this model expects [4, 80]"),
+                  std::string::npos)
+            << e.what();
+    }
     fs::remove_all(dir);
 }
