@@ -30,5 +30,9 @@ fi
 if ! "$VENV/bin/python" -c "import peft" 2>/dev/null; then
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "peft==0.13.2" "accelerate==1.0.1" >&2
 fi
-"$VENV/bin/python" -c "import torch, numpy, tokenizers, safetensors, transformers, peft" >&2
+# TensorBoard's own reader, the oracle of the event files (tests/training/test_tensorboard).
+if ! "$VENV/bin/python" -c "import tensorboard" 2>/dev/null; then
+  "$VENV/bin/pip" install -q --disable-pip-version-check "tensorboard==2.21.0" >&2
+fi
+"$VENV/bin/python" -c "import torch, numpy, tokenizers, safetensors, transformers, peft, tensorboard" >&2
 echo "$PWD/$VENV/bin/python"

@@ -23,6 +23,7 @@
 //   RUN/ppo/snapshots/         iteration-NNNN/: the continuous run's actor every
 //                              ppo.snapshot_every iterations (as final/actor; not the last)
 //   RUN/ppo/<mode>.metrics.jsonl  per-iteration metrics (TRL names) of that mode's iterations
+//   RUN/tensorboard/<stage>/<mode>/  the same metrics (and SFT's, the judge's) as TensorBoard events
 //   RUN/eval/                  evaluate: generations and rubric verdicts, no
 //                              durations (timings.json holds them; checkpoints/:
 //                              rows generated so far, while it runs);
@@ -76,6 +77,10 @@ struct RunLayout {
     std::filesystem::path final_dir(const std::string& stage_name) const { return stage(stage_name) / "final"; }
     std::filesystem::path resume_check(const std::string& stage_name) const {
         return stage(stage_name) / "resume-check.json";
+    }
+    // TensorBoard event files of a stage's mode (training/tensorboard.h).
+    std::filesystem::path tensorboard(const std::string& stage_name, const std::string& mode) const {
+        return root / "tensorboard" / stage_name / mode;
     }
     std::filesystem::path ppo_metrics(const std::string& mode) const {
         return stage("ppo") / (mode + ".metrics.jsonl");

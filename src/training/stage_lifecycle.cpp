@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "training/study.h"
+#include "training/tensorboard.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -44,6 +45,7 @@ StageLifecycle::StageLifecycle(const RunLayout& run, std::string stage, StageMod
     if (fs::exists(report_path_)) fail("refusing to overwrite ", report_path_.string(), " (a finished stage output)");
     std::vector<fs::path> unfinished = {state_path_};
     unfinished.insert(unfinished.end(), extra_outputs.begin(), extra_outputs.end());
+    unfinished.push_back(run.tensorboard(stage_, mode_name_));
     if (mode_ == StageMode::continuous) unfinished.push_back(run.final_dir(stage_));
     remove_unfinished_outputs(unfinished, report_path_, what());
 }
@@ -76,6 +78,7 @@ void StageLifecycle::add_common_fields(json& report, double seconds, const State
 }
 
 void StageLifecycle::finish(const json& report, const std::vector<fs::path>& also_remove) const {
+    write_stage_tensorboard(run_, stage_, mode_name_, report);  // before the report that marks it finished
     write_json_atomic(report_path_, report);
     for (const fs::path& p : also_remove) remove_checkpoint(p);
     checkpoint_.remove();

@@ -2,7 +2,8 @@
 // (pretraining, SFT, the judge, PPO) shares around its algorithm. A reader of
 // an algorithm can skip this file: it changes no number.
 //
-//   outputs      RUN/<stage>/<mode>.state.gz, <mode>.json (run_layout.h);
+//   outputs      RUN/<stage>/<mode>.state.gz, <mode>.json (run_layout.h),
+//                RUN/tensorboard/<stage>/<mode>/ (tensorboard.h);
 //                a finished report is never overwritten, and what an attempt
 //                killed before its report left is removed;
 //   start        continue from this mode's crash checkpoint (identity

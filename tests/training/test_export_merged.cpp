@@ -55,6 +55,8 @@ TEST(ExportMerged, WritesTheMergedPolicyAndRefusesWhatItShould) {
     ::setenv("PPOLAB_QUIET", "1", 1);
     const fs::path run = micro_run();
     ASSERT_TRUE(fs::exists(run / "sft" / "final"));
+    // The stage also left its TensorBoard events (training/tensorboard.h; their format: test_tensorboard).
+    EXPECT_TRUE(fs::exists(run / "tensorboard" / "sft" / "continuous" / "events.out.tfevents.0.ppolab"));
     const fs::path out = run.parent_path() / "merged-sft";
     fs::remove_all(out);
     Output o = export_cmd("merged --run '" + run.string() + "' --policy sft --out '" + out.string() + "'");
