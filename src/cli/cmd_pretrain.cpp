@@ -22,6 +22,7 @@
 #include "training/pretrain.h"
 #include "training/run_layout.h"
 #include "training/study_config.h"
+#include "training/tensorboard.h"
 #include "util/error.h"
 #include "util/sha256.h"
 
@@ -138,6 +139,7 @@ static int run_pretrain(const Args& args) {
     const PretrainReport rep = pretrain_run(config, docs, check, out, provenance, nullptr,
                                             {{}, study_config.checkpoint.pretrain_every_updates});
     const json& tr = rep.json.at("training");
+    if (!args.has("out")) write_tensorboard_events(run.tensorboard("pretrain", "run"), pretrain_scalars(tr));
     std::printf(
         "pretrained %s: %lld parameters, vocab %lld, %lld updates, %lld tokens in %.1f s (%.0f tok/s), "
         "final loss %.4f, total %.1f s\n",

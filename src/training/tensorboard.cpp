@@ -130,12 +130,28 @@ std::vector<TensorboardScalar> report_scalars(const json& report) {
     return out;
 }
 
+std::vector<TensorboardScalar> pretrain_scalars(const json& training) {
+    std::vector<TensorboardScalar> out;
+    for (const auto& [key, tag] :
+         {std::pair{"loss_curve", "train/loss"}, std::pair{"grad_norm_curve", "train/grad_norm"}})
+        if (training.contains(key) && training[key].is_array()) {
+            int64_t step = 0;
+            for (const json& v : training[key]) {
+                ++step;
+                if (is_number(v)) out.push_back({tag, step, v.get<float>()});
+            }
+        }
+    return out;
+}
+
+void write_tensorboard_events(const fs::path& dir, const std::vector<TensorboardScalar>& scalars) {
+    fs::create_directories(dir);
+    write_file_atomic(dir / "events.out.tfevents.0.ppolab", tensorboard_event_file(scalars), Overwrite::replace);
+}
+
 void write_stage_tensorboard(const RunLayout& run, const std::string& stage, const std::string& mode,
                              const json& report) {
-    const fs::path dir = run.tensorboard(stage, mode);
-    fs::create_directories(dir);
-    write_file_atomic(dir / "events.out.tfevents.0.ppolab", tensorboard_event_file(report_scalars(report)),
-                      Overwrite::replace);
+    write_tensorboard_events(run.tensorboard(stage, mode), report_scalars(report));
 }
 
 }  // namespace ppolab

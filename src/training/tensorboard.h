@@ -2,7 +2,9 @@
 // files, so `tensorboard --logdir RUN` shows a run: RUN/tensorboard/<stage>/<mode>/
 // (and RUN/replicates/<k>/tensorboard/… for the chains of a replicate set),
 // one file per stage and mode, written when the mode finishes (from its
-// report's history, before the report itself: StageLifecycle::finish).
+// report's history, before the report itself: StageLifecycle::finish);
+// pretraining's curves under RUN/tensorboard/pretrain/run/ once RUN/base is
+// written (`pretrain --run`; with --out DIR, none).
 //
 // Tags: PPO's per-iteration metrics under their TRL names (objective/kl,
 // policy/approxkl, …), step = iteration; SFT's and the judge's per-update
@@ -39,6 +41,12 @@ uint32_t crc32c(std::string_view bytes);
 std::string tensorboard_event_file(const std::vector<TensorboardScalar>& scalars);
 // The scalars of a stage report (history, validation_history; see above).
 std::vector<TensorboardScalar> report_scalars(const json& report);
+// Writes dir/events.out.tfevents.0.ppolab (replacing one an unfinished
+// attempt left).
+void write_tensorboard_events(const fs::path& dir, const std::vector<TensorboardScalar>& scalars);
+// Pretraining's loss and gradient-norm curves (one entry per update) as
+// train/loss, train/grad_norm at steps 1, 2, … (pretrain.json's training block).
+std::vector<TensorboardScalar> pretrain_scalars(const json& training);
 // Writes RUN/tensorboard/<stage>/<mode>/events.out.tfevents.0.ppolab (replacing one
 // an unfinished attempt left).
 void write_stage_tensorboard(const RunLayout& run, const std::string& stage, const std::string& mode,

@@ -57,6 +57,7 @@ TEST(ExportMerged, WritesTheMergedPolicyAndRefusesWhatItShould) {
     ASSERT_TRUE(fs::exists(run / "sft" / "final"));
     // The stage also left its TensorBoard events (training/tensorboard.h; their format: test_tensorboard).
     EXPECT_TRUE(fs::exists(run / "tensorboard" / "sft" / "continuous" / "events.out.tfevents.0.ppolab"));
+    EXPECT_TRUE(fs::exists(run / "tensorboard" / "pretrain" / "run" / "events.out.tfevents.0.ppolab"));
     const fs::path out = run.parent_path() / "merged-sft";
     fs::remove_all(out);
     Output o = export_cmd("merged --run '" + run.string() + "' --policy sft --out '" + out.string() + "'");

@@ -47,6 +47,18 @@ json ppo_like_report() {
 
 }  // namespace
 
+TEST(Tensorboard, PretrainCurvesOneScalarPerUpdate) {
+    const json training = {{"loss_curve", {6.5, 6.0, 5.5}}, {"grad_norm_curve", {1.0, 0.5, 0.25}}, {"updates", 3}};
+    const std::vector<TensorboardScalar> s = pretrain_scalars(training);
+    ASSERT_EQ(s.size(), 6u);
+    EXPECT_EQ(s[0].tag, "train/loss");
+    EXPECT_EQ(s[0].step, 1);
+    EXPECT_EQ(s[2].value, 5.5f);
+    EXPECT_EQ(s[5].tag, "train/grad_norm");
+    EXPECT_EQ(s[5].step, 3);
+    EXPECT_EQ(s[5].value, 0.25f);
+}
+
 TEST(Tensorboard, Crc32cCheckValue) {
     EXPECT_EQ(crc32c("123456789"), 0xE3069283u);  // the CRC-32C check value (RFC 3720 B.4 family)
     EXPECT_EQ(crc32c(""), 0u);
