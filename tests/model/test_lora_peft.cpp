@@ -536,6 +536,22 @@ TEST(LoraPeft, AnAdapterWrittenByPeftLoadsWithItsOwnChoices) {
     const Qwen2Weights base16 = load_checkpoint(dir / "model", WeightType::bf16);
     const std::vector<float> ours16 = logits_of(base16, &lora);
     EXPECT_EQ(read_file(dump), std::string(reinterpret_cast<const char*>(ours16.data()), ours16.size() * 4));
+    // generate --adapter reads it too (greedy: the first token is the in-process model's argmax).
+    o = run_shell("'" + ppolab_binary() + "' generate --model '" + (dir / "model").string() + "' --adapter '" +
+                  (dir / "adapter").string() + "' --raw --prompt 'a b' --greedy --max-new-tokens 1 --json");
+    ASSERT_EQ(o.rc, 0) << o.out;
+    {
+        const json g = json::parse(o.out.substr(o.out.find('{')));
+        const std::vector<int32_t> prompt = g["prompt_ids"].get<std::vector<int32_t>>();
+        Qwen2 model(base16, &lora);
+        std::vector<uint8_t> mask(prompt.size(), 1);
+        model.forward(prompt.data(), mask.data(), 1, static_cast<int64_t>(prompt.size()), false);
+        std::vector<float> l(static_cast<size_t>(prompt.size()) * static_cast<size_t>(V));
+        model.logits(l.data());
+        const float* last = l.data() + (prompt.size() - 1) * static_cast<size_t>(V);
+        const int32_t argmax = static_cast<int32_t>(std::max_element(last, last + V) - last);
+        EXPECT_EQ(g["ids"][0].get<int32_t>(), argmax) << o.out;
+    }
 
     // Refused: what would change the arithmetic, and another model's shapes.
     const json config = read_json_file(dir / "adapter" / "adapter_config.json");
