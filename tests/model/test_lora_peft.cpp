@@ -234,6 +234,33 @@ template <class Bound>
     return ::testing::AssertionSuccess();
 }
 
+// Runs tests/model/SCRIPT with ARGS under $PPOLAB_PYTHON, its output in
+// dir/log.txt; exit code 3 (peft, transformers missing) says what to install.
+::testing::AssertionResult run_oracle(const std::string& script, const std::vector<std::string>& args,
+                                      const fs::path& dir) {
+    std::string cmd = "'" + test::python() + "' '" + (test::source_dir() / "tests/model" / script).string() + "'";
+    for (const std::string& a : args) cmd += " '" + a + "'";
+    cmd += " > '" + (dir / "log.txt").string() + "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 3)
+        return ::testing::AssertionFailure()
+               << "peft/transformers are not importable by $PPOLAB_PYTHON (" << test::python()
+               << "): scripts/test-venv.sh installs them. " << read_file(dir / "log.txt");
+    if (rc != 0) return ::testing::AssertionFailure() << script << " failed: " << read_file(dir / "log.txt");
+    return ::testing::AssertionSuccess();
+}
+
+// The logits (T, V) of one row under a model with optional adapters.
+std::vector<float> model_logits(const Qwen2Weights& w, LoraAdapters* adapters, const std::vector<int32_t>& ids) {
+    const int64_t T = static_cast<int64_t>(ids.size());
+    Qwen2 model(w, adapters);
+    std::vector<uint8_t> mask(ids.size(), 1);
+    model.forward(ids.data(), mask.data(), 1, T, false);
+    std::vector<float> out(static_cast<size_t>(T * w.config.vocab_size));
+    model.logits(out.data());
+    return out;
+}
+
 }  // namespace
 
 TEST(LoraPeft, ProjectionAndGradientsMatchPeft) {
@@ -267,14 +294,7 @@ TEST(LoraPeft, ProjectionAndGradientsMatchPeft) {
     write_file_atomic(dir / "in" / "case.json", spec.dump());
     write_file_atomic(dir / "in" / "tensors.f32",
                       std::string(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float)));
-    const std::string cmd =
-        "'" + test::python() + "' '" + (test::source_dir() / "tests/model/lora_peft_ref.py").string() + "' '" +
-        (dir / "in").string() + "' '" + (dir / "out.json").string() + "' > '" + (dir / "log.txt").string() + "' 2>&1";
-    const int rc = std::system(cmd.c_str());
-    ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) != 3)
-        << "peft/transformers are not importable by $PPOLAB_PYTHON (" << test::python()
-        << "): scripts/test-venv.sh installs them. " << read_file(dir / "log.txt");
-    ASSERT_EQ(rc, 0) << read_file(dir / "log.txt");
+    ASSERT_TRUE(run_oracle("lora_peft_ref.py", {(dir / "in").string(), (dir / "out.json").string()}, dir));
     const json r = read_json_file(dir / "out.json");
     std::printf("oracle: torch %s, peft %s, transformers %s\n", r["versions"]["torch"].get<std::string>().c_str(),
                 r["versions"]["peft"].get<std::string>().c_str(),
@@ -350,15 +370,8 @@ TEST(LoraPeft, ExportedAdapterGivesTheSameLogitsInTransformers) {
     std::string list;
     for (int32_t t : ids) list += (list.empty() ? "" : ",") + std::to_string(t);
     fs::create_directories(dir / "out");
-    const std::string cmd = "'" + test::python() + "' '" +
-                            (test::source_dir() / "tests/model/peft_logits_ref.py").string() + "' '" +
-                            (dir / "model").string() + "' '" + (dir / "adapter").string() + "' " + list + " '" +
-                            (dir / "out").string() + "' > '" + (dir / "log.txt").string() + "' 2>&1";
-    const int rc = std::system(cmd.c_str());
-    ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) != 3)
-        << "peft/transformers are not importable by $PPOLAB_PYTHON (" << test::python()
-        << "): scripts/test-venv.sh installs them. " << read_file(dir / "log.txt");
-    ASSERT_EQ(rc, 0) << read_file(dir / "log.txt");
+    ASSERT_TRUE(run_oracle("peft_logits_ref.py",
+                           {(dir / "model").string(), (dir / "adapter").string(), list, (dir / "out").string()}, dir));
     const json r = read_json_file(dir / "out" / "out.json");
     ASSERT_EQ(r["T"].get<int64_t>(), T);
     ASSERT_EQ(r["V"].get<int64_t>(), V);
@@ -432,27 +445,13 @@ TEST(LoraPeft, MergedWeightsLoadInTransformersAndKeepTheAdapter) {
     std::string list;
     for (int32_t t : ids) list += (list.empty() ? "" : ",") + std::to_string(t);
     fs::create_directories(dir / "out");
-    const std::string cmd = "'" + test::python() + "' '" +
-                            (test::source_dir() / "tests/model/peft_logits_ref.py").string() + "' '" +
-                            (dir / "merged").string() + "' '" + (dir / "none").string() + "' " + list + " '" +
-                            (dir / "out").string() + "' > '" + (dir / "log.txt").string() + "' 2>&1";
-    const int rc = std::system(cmd.c_str());
-    ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) != 3)
-        << "peft/transformers are not importable by $PPOLAB_PYTHON (" << test::python()
-        << "): scripts/test-venv.sh installs them. " << read_file(dir / "log.txt");
-    ASSERT_EQ(rc, 0) << read_file(dir / "log.txt");
+    ASSERT_TRUE(run_oracle("peft_logits_ref.py",
+                           {(dir / "merged").string(), (dir / "none").string(), list, (dir / "out").string()}, dir));
     const std::string bytes = read_file(dir / "out" / "without.f32");  // transformers on the merged folder
     ASSERT_EQ(bytes.size(), static_cast<size_t>(T * V) * sizeof(float));
     std::vector<float> theirs(static_cast<size_t>(T * V));
     std::memcpy(theirs.data(), bytes.data(), bytes.size());
-    auto logits_of = [&](const Qwen2Weights& w, LoraAdapters* adapters) {
-        Qwen2 model(w, adapters);
-        std::vector<uint8_t> mask(ids.size(), 1);
-        model.forward(ids.data(), mask.data(), 1, T, false);
-        std::vector<float> out(static_cast<size_t>(T * V));
-        model.logits(out.data());
-        return out;
-    };
+    auto logits_of = [&](const Qwen2Weights& w, LoraAdapters* adapters) { return model_logits(w, adapters, ids); };
     const Qwen2Weights merged32 = load_checkpoint(dir / "merged", WeightType::f32);
     const Qwen2Weights base32 = load_checkpoint(dir / "base", WeightType::f32);
     const std::vector<float> ours_merged = logits_of(merged32, nullptr);
@@ -490,15 +489,8 @@ TEST(LoraPeft, AnAdapterWrittenByPeftLoadsWithItsOwnChoices) {
     std::string list;
     for (int32_t t : ids) list += (list.empty() ? "" : ",") + std::to_string(t);
     fs::create_directories(dir / "out");
-    const std::string cmd = "'" + test::python() + "' '" +
-                            (test::source_dir() / "tests/model/peft_write_ref.py").string() + "' '" +
-                            (dir / "model").string() + "' '" + (dir / "adapter").string() + "' " + list + " '" +
-                            (dir / "out").string() + "' > '" + (dir / "log.txt").string() + "' 2>&1";
-    const int rc = std::system(cmd.c_str());
-    ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) != 3)
-        << "peft/transformers are not importable by $PPOLAB_PYTHON (" << test::python()
-        << "): scripts/test-venv.sh installs them. " << read_file(dir / "log.txt");
-    ASSERT_EQ(rc, 0) << read_file(dir / "log.txt");
+    ASSERT_TRUE(run_oracle("peft_write_ref.py",
+                           {(dir / "model").string(), (dir / "adapter").string(), list, (dir / "out").string()}, dir));
 
     const PeftAdapter read = read_peft(dir / "adapter");
     EXPECT_EQ(read.info.rank, 4);
@@ -509,14 +501,7 @@ TEST(LoraPeft, AnAdapterWrittenByPeftLoadsWithItsOwnChoices) {
     ASSERT_EQ(bytes.size(), static_cast<size_t>(T * V) * sizeof(float));
     std::vector<float> theirs(static_cast<size_t>(T * V));
     std::memcpy(theirs.data(), bytes.data(), bytes.size());
-    auto logits_of = [&](const Qwen2Weights& w, LoraAdapters* adapters) {
-        Qwen2 model(w, adapters);
-        std::vector<uint8_t> mask(ids.size(), 1);
-        model.forward(ids.data(), mask.data(), 1, T, false);
-        std::vector<float> out(static_cast<size_t>(T * V));
-        model.logits(out.data());
-        return out;
-    };
+    auto logits_of = [&](const Qwen2Weights& w, LoraAdapters* adapters) { return model_logits(w, adapters, ids); };
     const Qwen2Weights base32 = load_checkpoint(dir / "model", WeightType::f32);
     const std::vector<float> ours = logits_of(base32, &lora), plain = logits_of(base32, nullptr);
     double worst = 0, effect = 0;
