@@ -2,7 +2,8 @@
 # Installs, from Debian 12's packages, what building and running ppolab needs
 # (as root, or through sudo). With --tests, also what the test suite needs:
 # the GoogleTest/Google Benchmark libraries, Debian's python3-torch and numpy
-# for the oracles, clang with its sanitizer and OpenMP runtimes for the
+# for the oracles (and Jinja2, which PEFT's save_pretrained needs for the
+# model card it writes), clang with its sanitizer and OpenMP runtimes for the
 # fuzzers, clang-format and clang-tidy for the lint (scripts/lint.sh), and
 # chromium for the report and voting-page browser tests. The product never
 # needs the second set; `ppolab-study.sh` installs the first only.
@@ -21,7 +22,7 @@ PRODUCT=(
 # The tests, oracles, sanitizers, fuzzers and browser checks.
 TESTS=(
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-venv python3-pip python3-torch python3-numpy
+  python3 python3-venv python3-pip python3-torch python3-numpy python3-jinja2
   clang libclang-rt-14-dev libomp-dev clang-format clang-tidy
   chromium
 )

@@ -34,5 +34,7 @@ fi
 if ! "$VENV/bin/python" -c "import tensorboard" 2>/dev/null; then
   "$VENV/bin/pip" install -q --disable-pip-version-check "tensorboard==2.21.0" >&2
 fi
-"$VENV/bin/python" -c "import torch, numpy, tokenizers, safetensors, transformers, peft, tensorboard" >&2
+# jinja2 is Debian's python3-jinja2 (scripts/install.sh --tests): PEFT's
+# save_pretrained writes a model card with it.
+"$VENV/bin/python" -c "import torch, numpy, jinja2, tokenizers, safetensors, transformers, peft, tensorboard" >&2
 echo "$PWD/$VENV/bin/python"
