@@ -11,6 +11,23 @@ if(NOT TARGET ppolab_unit_tests)
   add_dependencies(ppolab_unit_tests ppolab)  # some unit tests drive the CLI
 endif()
 
+# One OpenMP thread per test process: `ctest -j N` already runs N tests on N
+# cores, and two tests of two threads each on 2 cores spend most of their
+# time at OpenMP barriers waiting for a thread the other test holds (a micro
+# study's greedy evaluation: 80 s with 2 threads beside another test, 13 s
+# with one). The kernel and model tests, which check the parallel
+# partitioning itself, keep every thread: their folders set
+# PPOLAB_TEST_OPENMP_THREADS to "all" (the whole study runs on all threads
+# in CI too: the micro study of scripts/fresh-machine-check.sh).
+set(PPOLAB_TEST_OPENMP_THREADS 1)
+function(ppolab_test_openmp_env out)
+  if(PPOLAB_TEST_OPENMP_THREADS STREQUAL "all")
+    set(${out} "" PARENT_SCOPE)
+  else()
+    set(${out} "OMP_NUM_THREADS=${PPOLAB_TEST_OPENMP_THREADS}" PARENT_SCOPE)
+  endif()
+endfunction()
+
 # ppolab_test(NAME SOURCES a.cpp b.cpp LIBS lib1 lib2 LABELS unit|oracle|smoke)
 # Every test goes through this helper: one executable per test file group,
 # registered with CTest, run from the repository root so fixtures resolve.
@@ -26,9 +43,10 @@ function(ppolab_test name)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
   endif()
+  ppolab_test_openmp_env(T_OPENMP)
   if("unit" IN_LIST T_LABELS)
     add_dependencies(ppolab_unit_tests ${name})
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
-    ENVIRONMENT "PPOLAB_SOURCE_DIR=${CMAKE_SOURCE_DIR};PPOLAB_BINARY=$<TARGET_FILE:ppolab>;PPOLAB_PYTHON=${PPOLAB_PYTHON};OMP_WAIT_POLICY=PASSIVE")
+    ENVIRONMENT "PPOLAB_SOURCE_DIR=${CMAKE_SOURCE_DIR};PPOLAB_BINARY=$<TARGET_FILE:ppolab>;PPOLAB_PYTHON=${PPOLAB_PYTHON};OMP_WAIT_POLICY=PASSIVE;${T_OPENMP}")
 endfunction()
