@@ -25,6 +25,7 @@
 #include "training/study_config.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/sha256.h"
 
 namespace ppolab::cli {
 
@@ -134,6 +135,133 @@ std::string step_label(const std::string& name) {
 
 json read_or_null(const fs::path& p) { return fs::exists(p) ? read_json_file(p) : json(); }
 
+// The stages of the study in their order; a step belongs to one of them
+// ("replicate-1/resume-check-sft" and "sft-interrupt" to sft, "reward-test"
+// to reward). `run --until STAGE` stops before the first step of a later one.
+const std::vector<std::string> kStudyStages = {"prepare",  "pretrain",         "sft",      "reward",   "ppo",
+                                               "evaluate", "overoptimisation", "exercise", "findings", "report"};
+
+std::string step_stage(const std::string& name) {
+    std::string s = name.substr(name.find('/') == std::string::npos ? 0 : name.find('/') + 1);
+    if (s.rfind("resume-check-", 0) == 0) return s.substr(13);
+    return s.substr(0, s.find('-'));
+}
+
+size_t stage_rank(const std::string& stage) {
+    for (size_t i = 0; i < kStudyStages.size(); ++i)
+        if (kStudyStages[i] == stage) return i;
+    fail("internal: step of no stage: ", stage);
+}
+
+std::string until_option(const Args& args) {
+    if (!args.has("until")) return "";
+    const std::string u = args.get("until");
+    std::string expected;
+    for (size_t i = 0; i + 2 < kStudyStages.size(); ++i) expected += (i ? ", " : "") + kStudyStages[i];
+    for (size_t i = 0; i + 2 < kStudyStages.size(); ++i)
+        if (kStudyStages[i] == u) return u;
+    fail("--until ", u, ": expected one of ", expected);
+}
+
+// The judge from votes (SPEC §8): `run --resume RUN --votes FILE...
+// --candidates FILE [--feedback-kind human|ai]`, after `run --until sft` made
+// the SFT policy the candidates were sampled from. Recorded in
+// run-state.json (options.feedback: absolute paths and each file's sha256)
+// and given to every `reward` step; a later resume reuses them. Until a
+// reward step has finished they may be given again (more votes, other
+// files); after that they are the judge's and cannot change. The reward
+// steps check every rule of the votes themselves.
+json feedback_option(const Args& args, const json& state, const RunLayout& run, int64_t replicates) {
+    std::vector<std::string> votes = args.all("votes");
+    const std::vector<std::string>& more = args.positional();  // --votes A B C
+    votes.insert(votes.end(), more.begin(), more.end());
+    if (votes.empty() && (args.has("candidates") || args.has("feedback-kind")))
+        fail("--candidates and --feedback-kind go with --votes FILE... (the judge from votes)");
+    const json recorded = state["options"].value("feedback", json());
+    bool judge_done = true;
+    std::string started;  // a finished reward step, if any
+    for (const auto& [name, s] : state["steps"].items())
+        if (step_stage(name) == "reward") started = name;
+    for (const char* step : {"reward-interrupt", "reward-continuous", "reward-resume"})
+        if (!state["steps"].contains(step)) judge_done = false;
+    if (votes.empty()) {
+        // While a reward step remains, the recorded files must be as recorded.
+        if (!recorded.is_null() && !judge_done)
+            for (const json& f : recorded["files"])
+                if (const std::string now = sha256_file(f["path"].get<std::string>()); now != f["sha256"])
+                    fail(f["path"].get<std::string>(), ": changed since this run recorded it (sha256 ",
+                         f["sha256"].get<std::string>().substr(0, 12), "… then, ", now.substr(0, 12), "… now); ",
+                         started.empty() ? "give --votes … --candidates … again to train the judge on the files as "
+                                           "they are now"
+                                         : "the judge has begun to learn from the recorded votes (step " + started +
+                                               " finished), so they cannot change");
+        return recorded;
+    }
+    if (!args.has("candidates"))
+        fail("--votes needs --candidates FILE (the candidate file the votes are about, from `ppolab feedback export`)");
+    if (replicates != 1)
+        fail("--votes: ", run.root.string(), " has ", replicates,
+             " replicates (replicates.count); a judge from votes learns from the one SFT policy that made the "
+             "candidates: start the run with --replicates 1");
+    if (args.has("feedback-kind") && args.get("feedback-kind") != "human" && args.get("feedback-kind") != "ai")
+        fail("--feedback-kind must be human or ai, got '", args.get("feedback-kind"), "'");
+    auto file_entry = [](const std::string& option, const std::string& path) {
+        std::error_code ec;
+        if (!fs::is_regular_file(path, ec)) fail(option, " ", path, ": no such file");
+        return json{{"path", fs::absolute(path).lexically_normal().string()}, {"sha256", sha256_file(path)}};
+    };
+    json f = {{"files", json::array()},
+              {"candidates", file_entry("--candidates", args.get("candidates"))},
+              {"feedback_kind", args.has("feedback-kind") ? json(args.get("feedback-kind")) : json()}};
+    for (const std::string& v : votes) f["files"].push_back(file_entry("--votes", v));
+    if (!started.empty() && recorded.is_null())
+        fail("--votes: the judge of ", run.root.string(), " already learnt from the corpus's pairs (step ", started,
+             " finished); a run's judge learns from one source");
+    if (!started.empty() && recorded != f)
+        fail("--votes/--candidates/--feedback-kind: the judge of ", run.root.string(),
+             " has begun to learn from the votes recorded in ", run.run_state().string(), " (step ", started,
+             " finished), and these differ (other files, contents or kind); a run's judge learns from one set of "
+             "votes: continue with `ppolab run --resume ",
+             run.root.string(), "`");
+    return f;
+}
+
+// The reward steps' options for the judge from votes.
+std::vector<std::string> feedback_args(const json& feedback) {
+    std::vector<std::string> a;
+    if (feedback.is_null()) return a;
+    for (const json& f : feedback["files"]) a.insert(a.end(), {"--votes", f["path"].get<std::string>()});
+    a.insert(a.end(), {"--candidates", feedback["candidates"]["path"].get<std::string>()});
+    if (!feedback["feedback_kind"].is_null())
+        a.insert(a.end(), {"--feedback-kind", feedback["feedback_kind"].get<std::string>()});
+    return a;
+}
+
+// What `run --until STAGE` prints when it stops: how to go on, and after the
+// SFT of a single chain, how to train the judge from votes instead.
+void print_until_stop(const std::string& until, const std::string& next, const RunLayout& run,
+                      const std::vector<std::string>& common, const json& feedback, int64_t replicates) {
+    const std::string R = run.root.string();
+    std::printf(
+        "\n-- stopped before %s: --until %s ran the study up to its %s steps. Continue with\n"
+        "     ppolab run --resume %s\n",
+        next.c_str(), until.c_str(), until.c_str(), R.c_str());
+    if (stage_rank(until) >= stage_rank("reward") || !feedback.is_null()) return;
+    if (stage_rank(until) < stage_rank("sft")) return;
+    if (replicates != 1) {
+        std::printf("   (a judge from votes needs a run with --replicates 1: its candidates come from one SFT)\n");
+        return;
+    }
+    std::string opts;
+    for (const std::string& c : common) opts += " " + c;
+    std::printf(
+        "   or let people (or a declared AI labeller) train the judge on this run's SFT (SPEC §8):\n"
+        "     ppolab feedback export --run %s%s --out candidates.json\n"
+        "     ppolab feedback serve --candidates candidates.json --out votes.json\n"
+        "     ppolab run --resume %s --votes votes.json --candidates candidates.json [--feedback-kind human|ai]\n",
+        R.c_str(), opts.c_str(), R.c_str());
+}
+
 // The chains of the study: RUN itself, or its K replicates.
 std::vector<RunLayout> study_chains(const RunLayout& run, const StudyConfig& cfg) {
     if (cfg.replicates.count == 1) return {run};
@@ -209,7 +337,16 @@ json gather_results(const RunLayout& run, const json& config, const json& state,
 }
 
 int run_study(const Args& args) {
-    args.allow_only({"preset", "config", "set", "model", "out", "resume", "replicates"});
+    args.allow_only({"preset", "config", "set", "model", "out", "resume", "replicates", "until", "votes", "candidates",
+                     "feedback-kind"});
+    const std::string until = until_option(args);
+    if (!args.has("votes") && !args.positional().empty())
+        fail("unexpected argument '", args.positional().front(), "' (`ppolab run --help` lists the options)");
+    if (args.has("votes") && !args.has("resume"))
+        fail(
+            "--votes: the candidates come from this run's SFT policy, which does not exist yet; start with "
+            "`ppolab run --out RUN --replicates 1 --until sft`, export and vote, then `ppolab run --resume RUN "
+            "--votes FILE... --candidates FILE`");
     if (args.has("resume") && args.has("out")) fail("give --out DIR for a new run or --resume DIR, not both");
     const bool resuming = args.has("resume");
     RunLayout run{args.has("resume") ? args.get("resume") : args.get("out", "runs/default")};
@@ -260,11 +397,31 @@ int run_study(const Args& args) {
     std::vector<std::string> model_arg;
     if (!options["model"].is_null()) model_arg = {"--model", options["model"].get<std::string>()};
 
+    const int64_t replicates = StudyConfig::parse(config).replicates.count;
+    const json feedback = feedback_option(args, state, run, replicates);
+    if (!feedback.is_null() && state["options"].value("feedback", json()) != feedback) {
+        state["options"]["feedback"] = feedback;
+        write_json_atomic(state_path, state, Overwrite::replace);
+    }
+
     std::printf("%s", dispatch_text(dispatch_report()).c_str());
-    const std::vector<Step> steps = study_steps(run, config, common);
+    std::vector<Step> steps = study_steps(run, config, common);
+    for (Step& s : steps)
+        if (s.argv.front() == "reward") {
+            const std::vector<std::string> f = feedback_args(feedback);
+            s.argv.insert(s.argv.end(), f.begin(), f.end());
+        }
     for (size_t index = 0; index < steps.size(); ++index) {
         const Step& step = steps[index];
         if (state["steps"].contains(step.name)) continue;
+        if (!until.empty() && stage_rank(step_stage(step.name)) > stage_rank(until)) {
+            Progress::set_context("");
+            print_until_stop(until,
+                             "step " + std::to_string(index + 1) + "/" + std::to_string(steps.size()) + " (" +
+                                 step_label(step.name) + ")",
+                             run, common, feedback, replicates);
+            return 0;
+        }
         const std::string cmd = step.argv.front();
         auto it = registry().find(cmd);
         if (it == registry().end()) {
@@ -343,8 +500,8 @@ others run each stage once. Then findings (over all chains) and the report.
 
 Presets (--preset):
   tiny     the default: a ~3 M-parameter Qwen2-architecture model ppolab pretrains
-           itself; 5 replicates (not yet timed end to end: roughly half an hour
-           on 2 cores, see the README; --replicates 1 takes about 10 minutes)
+           itself; 5 replicates (about 15 minutes on 2 cores, see the README;
+           --replicates 1 takes about 5)
   seed     SPEC's exact numbers on Qwen2.5-0.5B-Instruct (--model DIR with its
            weights); one replicate, about an hour on 2 cores (BENCHMARKS.md)
   generic  the seed's settings for any Qwen2-family folder (--model DIR)
@@ -356,6 +513,19 @@ Options:
   --config F      a JSON overlay on the preset; --set key=value one key
                   (`ppolab config --preset P` prints every key)
   --model DIR     a Hugging Face Qwen2 folder (seed and generic presets)
+  --until STAGE   stop before the first step after STAGE's steps (prepare, pretrain,
+                  sft, reward, ppo, evaluate, overoptimisation, exercise; with several
+                  replicates, the first chain's); `--resume` goes on, --until again or not
+  --votes FILE... --candidates FILE [--feedback-kind human|ai]
+                  with --resume: the judge learns from these votes (SPEC §8) instead of
+                  the corpus's pairs; recorded in run-state.json, checked by the reward
+                  steps, one chain only (--replicates 1)
+
+The study from votes, in two commands and the voting between them:
+  ppolab run --out runs/people --replicates 1 --until sft      # corpus, base, SFT
+  ppolab feedback export --run runs/people --out candidates.json
+  ppolab feedback serve --candidates candidates.json --out votes.json   # people vote
+  ppolab run --resume runs/people --votes votes.json --candidates candidates.json
 
 Examples:
   ppolab run                                   # the embedded study into runs/default
@@ -366,7 +536,8 @@ Examples:
 
 static Command run_cmd(
     "run",
-    "run [--preset P] [--model DIR] [--out DIR] [--replicates K] [--config F] [--set k=v] | run --resume DIR\n"
+    "run [--preset P] [--model DIR] [--out DIR] [--replicates K] [--config F] [--set k=v] [--until STAGE]\n"
+    "    | run --resume DIR [--until STAGE] [--votes FILE... --candidates FILE [--feedback-kind human|ai]]\n"
     "                            the whole study (default: embedded tiny model, runs/default)",
     {}, run_study, kRunHelp);
 
