@@ -42,10 +42,11 @@ int feedback_export(const Args& args) {
 }
 
 int feedback_serve(const Args& args) {
-    args.allow_only({"candidates", "out", "port"});
+    args.allow_only({"candidates", "out", "port", "guide"});
     ServeOptions o;
     o.candidates = args.get("candidates");
     o.out = args.get("out");
+    if (args.has("guide")) o.guide = fs::path(args.get("guide"));
     const int64_t port = args.get_int("port", 8765);
     if (port < 0 || port > 65535) fail("--port must be in [0, 65535], got ", port);
     o.port = static_cast<int>(port);
@@ -93,7 +94,8 @@ int feedback_label_ai(const Args& args) {
 
 static Command feedback_cmd(
     "feedback",
-    "feedback export --run DIR [--sft DIR] --out FILE | serve --candidates FILE --out VOTES.json [--port P] | "
+    "feedback export --run DIR [--sft DIR] --out FILE | "
+    "serve --candidates FILE --out VOTES.json [--port P] [--guide TEXT_FILE] | "
     "label-ai --candidates FILE --labeler rubric --run DIR --out VOTES.json   votes on sampled pairs (SPEC §8)",
     {}, [](const Args& args) {
         if (args.positional().size() != 1)

@@ -96,6 +96,14 @@ struct Corpus {
 std::vector<std::string> corpus_family_splits(const CorpusConfig& config);
 std::string corpus_prompt(const std::string& family, int action, const std::string& kind, int variant);
 std::string corpus_probe_prompt(const std::string& family, int action);
+// A corpus prompt as a person reads it (the voting page): the case reference
+// ("Help request OH116, note 12. Source: email.") and the situation with its
+// request, so that reference + " " + situation is the prompt. A prompt of any
+// other shape is all situation (reference empty).
+struct PromptParts {
+    std::string reference, situation;
+};
+PromptParts corpus_prompt_parts(std::string_view prompt);
 Corpus corpus_generate(const CorpusConfig& config = {});
 
 // Asserts every count and property of SPEC §1 (Error naming the first one

@@ -66,6 +66,20 @@ std::string corpus_prompt(const std::string& family, int action, const std::stri
     return headings[variant % 3] + " Source: " + kind + ". " + action_context(action) + kAsk;
 }
 
+PromptParts corpus_prompt_parts(std::string_view prompt) {
+    // "<heading> <family>, <item> <n>. Source: <kind>. <situation>", as corpus_prompt writes it.
+    const std::string_view source = ". Source: ";
+    bool heading = false;
+    for (std::string_view h : {"Help request ", "Case ", "Desk incident "})
+        heading = heading || prompt.substr(0, h.size()) == h;
+    const size_t at = prompt.find(source);
+    if (!heading || at == std::string_view::npos || prompt.substr(0, at).find(". ") != std::string_view::npos)
+        return {"", std::string(prompt)};
+    const size_t end = prompt.find(". ", at + source.size());
+    if (end == std::string_view::npos) return {"", std::string(prompt)};
+    return {std::string(prompt.substr(0, end + 1)), std::string(prompt.substr(end + 2))};
+}
+
 std::string corpus_probe_prompt(const std::string& family, int action) {
     return "New remote support context " + family + ". " + action_context(action) +
            " A previous unrelated case was closed." + kAsk;

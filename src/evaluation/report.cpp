@@ -210,6 +210,25 @@ std::string judge_source_line(const RunLayout& run) {
              "</td><td>" + json_cell(v.value("ties", json())) + "</td><td>" + json_cell(v.value("rejects", json())) +
              "</td></tr>\n";
     }
+    s += "</table>\n";
+    if (!fb.contains("agreement")) return s;
+    s += "<p>Agreement between voters on the pairs both voted (raw: the share of identical choices among "
+         "a, b, tie and reject; Cohen's &kappa; corrects it for chance, from each voter's own shares):</p>\n"
+         "<table id=\"vote-agreement\">\n<tr><th>voters</th><th>pairs both voted</th><th>raw agreement</th>"
+         "<th>Cohen's &kappa;</th></tr>\n";
+    for (const json& a : json_field(fb, "agreement", where)) {
+        if (!a.is_object()) fail(where, ": field 'agreement' must hold objects, got ", a.type_name());
+        const json& who = json_field(a, "between", where);
+        if (!who.is_array() || who.size() != 2 || !who[0].is_string() || !who[1].is_string())
+            fail(where, ": field 'agreement[].between' must be two names");
+        const json& kappa = json_field(a, "cohen_kappa", where);
+        s += "<tr><td>" + html_escape(who[0].get<std::string>()) + " and " + html_escape(who[1].get<std::string>()) +
+             "</td><td>" + std::to_string(json_int(a, "pairs", where)) + "</td><td>" +
+             num(json_number(a, "raw", where), "%.3f") + "</td><td>" +
+             (kappa.is_null() ? std::string("undefined (one choice only)")
+                              : num(json_number(a, "cohen_kappa", where), "%.3f")) +
+             "</td></tr>\n";
+    }
     return s + "</table>\n";
 }
 

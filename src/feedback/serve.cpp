@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/corpus.h"
 #include "feedback/fields.h"
 #include "util/error.h"
 #include "util/sha256.h"
@@ -23,8 +24,11 @@ namespace ppolab {
 
 // ---- the session -----------------------------------------------------------
 
-VoteSession::VoteSession(CandidateFile candidates, std::string candidate_file_sha256, fs::path out)
-    : candidates_(std::move(candidates)), candidate_sha256_(std::move(candidate_file_sha256)), out_(std::move(out)) {
+VoteSession::VoteSession(CandidateFile candidates, std::string candidate_file_sha256, fs::path out, std::string guide)
+    : candidates_(std::move(candidates)),
+      candidate_sha256_(std::move(candidate_file_sha256)),
+      out_(std::move(out)),
+      guide_(std::move(guide)) {
     file_.feedback_kind = "human";
     file_.checkpoint_sha256 = candidates_.checkpoint_sha256;
     file_.candidate_file_sha256 = candidate_sha256_;
@@ -57,12 +61,24 @@ const CandidatePair* VoteSession::next_pair() const {
 }
 
 json VoteSession::state() const {
-    json s{{"consented", file_.consent}, {"participant", file_.participant},
-           {"total", total()},           {"voted", voted()},
-           {"out", out_.string()},       {"pair", nullptr}};
+    json s{{"consented", file_.consent},
+           {"participant", file_.participant},
+           {"total", total()},
+           {"voted", voted()},
+           {"withdrawn", file_.withdrawn.size()},
+           {"out", out_.string()},
+           {"guide", guide_},
+           {"last", nullptr},
+           {"pair", nullptr}};
+    if (!file_.votes.empty())
+        s["last"] = {{"pair_id", file_.votes.back().pair_id}, {"choice", vote_choice_name(file_.votes.back().choice)}};
     if (file_.consent)
-        if (const CandidatePair* p = next_pair())
-            s["pair"] = {{"id", p->id}, {"prompt", p->prompt}, {"a", p->a.text}, {"b", p->b.text}};
+        if (const CandidatePair* p = next_pair()) {
+            const PromptParts parts = corpus_prompt_parts(p->prompt);
+            s["pair"] = {
+                {"id", p->id},    {"prompt", p->prompt}, {"reference", parts.reference}, {"situation", parts.situation},
+                {"a", p->a.text}, {"b", p->b.text}};
+        }
     return s;
 }
 
@@ -114,6 +130,28 @@ json VoteSession::vote(const json& r) {
         throw;
     }
     voted_.insert(v.pair_id);
+    return state();
+}
+
+json VoteSession::undo(const json& r) {
+    if (!file_.consent) fail("undo: give consent first");
+    if (!r.is_object()) fail("undo: expected a JSON object");
+    const json& id = r.value("pair_id", json());
+    if (!id.is_string()) fail("undo: pair_id must be a string");
+    if (file_.votes.empty()) fail("undo: there is no vote to take back");
+    if (id.get<std::string>() != file_.votes.back().pair_id)
+        fail("undo: pair '", id.get<std::string>(), "' is not the last vote ('", file_.votes.back().pair_id,
+             "'); reload the page");
+    const VoteFile before = file_;
+    file_.withdrawn.push_back({file_.votes.back(), utc_timestamp_now()});
+    file_.votes.pop_back();
+    try {
+        save(Overwrite::replace);
+    } catch (...) {
+        file_ = before;
+        throw;
+    }
+    voted_.erase(id.get<std::string>());
     return state();
 }
 
@@ -262,7 +300,7 @@ HttpResponse handle_vote_request(VoteSession& session, const HttpRequest& r, int
         return HttpResponse{200, "text/html; charset=utf-8", vote_page_html()};
     if (r.method == "GET" && path == "/api/state")
         return HttpResponse{200, "application/json", response_json(session.state())};
-    if (r.method == "POST" && (path == "/api/consent" || path == "/api/vote")) {
+    if (r.method == "POST" && (path == "/api/consent" || path == "/api/vote" || path == "/api/undo")) {
         if (!r.origin.empty() && r.origin != "http://127.0.0.1:" + p && r.origin != "http://localhost:" + p)
             return error(403, "cross-origin request refused (Origin '" + r.origin + "')");
         // A browser that sends no Origin still says where the request comes from.
@@ -279,12 +317,15 @@ HttpResponse handle_vote_request(VoteSession& session, const HttpRequest& r, int
         }
         try {
             return HttpResponse{200, "application/json",
-                                response_json(path == "/api/consent" ? session.consent(body) : session.vote(body))};
+                                response_json(path == "/api/consent" ? session.consent(body)
+                                              : path == "/api/vote"  ? session.vote(body)
+                                                                     : session.undo(body))};
         } catch (const Error& e) {
             return error(409, e.what());
         }
     }
-    if (path == "/" || path == "/index.html" || path == "/api/state" || path == "/api/consent" || path == "/api/vote")
+    if (path == "/" || path == "/index.html" || path == "/api/state" || path == "/api/consent" || path == "/api/vote" ||
+        path == "/api/undo")
         return error(405, "method " + r.method + " not allowed on " + path);
     return error(404, "no such page: " + path);
 }
@@ -517,11 +558,34 @@ private:
 
 }  // namespace
 
+std::string read_vote_guide(const fs::path& path) {
+    const std::string where = "--guide " + path.string();
+    if (std::error_code ec; fs::file_size(path, ec) > kMaxVoteGuideBytes && !ec)
+        fail(where, ": the guide is ", fs::file_size(path), " bytes, over its limit of ", kMaxVoteGuideBytes);
+    const std::string text = read_file(path);
+    if (text.size() > kMaxVoteGuideBytes)
+        fail(where, ": the guide is ", text.size(), " bytes, over its limit of ", kMaxVoteGuideBytes);
+    // Lines of printable UTF-8; a line may end in CR LF.
+    size_t start = 0;
+    for (int line = 1; start <= text.size(); ++line) {
+        size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        std::string_view l(text.data() + start, end - start);
+        if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+        if (const std::string problem = feedback_detail::printable_text_problem(l); !problem.empty())
+            fail(where, ": line ", line, " must be printable UTF-8 text (no control characters); it ", problem);
+        start = end + 1;
+    }
+    if (text.find_first_not_of(" \r\n") == std::string::npos) fail(where, ": the guide is empty");
+    return text;
+}
+
 void serve_votes(const ServeOptions& o) {
     if (o.port < 0 || o.port > 65535) fail("--port must be in [0, 65535], got ", o.port);
     const std::string bytes = read_input_file(o.candidates, InputKind::candidates);
     CandidateFile candidates = parse_candidates(bytes, o.candidates.string());
-    VoteSession session(std::move(candidates), sha256_hex(bytes), o.out);
+    VoteSession session(std::move(candidates), sha256_hex(bytes), o.out,
+                        o.guide ? read_vote_guide(*o.guide) : std::string(kDefaultVoteGuide));
 
     UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!listener) fail("feedback serve: socket() failed: ", std::strerror(errno));
@@ -547,6 +611,7 @@ void serve_votes(const ServeOptions& o) {
     Server server(session, port);
     std::vector<Connection>& open = server.open;
     int64_t reported = session.voted();
+    int64_t reported_withdrawn = session.withdrawn();
     std::vector<pollfd> fds;
     std::vector<char> keep;
     while (!g_stop) {
@@ -603,10 +668,12 @@ void serve_votes(const ServeOptions& o) {
                 if (server.read(c, now)) open.push_back(std::move(c));
             }
         }
-        if (session.voted() != reported) {
+        if (session.voted() != reported || session.withdrawn() != reported_withdrawn) {
+            const bool undone = session.withdrawn() != reported_withdrawn;
             reported = session.voted();
-            std::printf("saved vote %lld of %lld\n", static_cast<long long>(reported),
-                        static_cast<long long>(session.total()));
+            reported_withdrawn = session.withdrawn();
+            std::printf(undone ? "took back a vote: %lld of %lld voted\n" : "saved vote %lld of %lld\n",
+                        static_cast<long long>(reported), static_cast<long long>(session.total()));
             std::fflush(stdout);
         }
     }

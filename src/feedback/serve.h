@@ -29,9 +29,14 @@
 // document (inline CSS and JS) that talks to a small JSON API:
 //
 //   GET  /            the page
-//   GET  /api/state   {consented, participant, total, voted, out, pair: {id, prompt, a, b} | null}
+//   GET  /api/state   {consented, participant, total, voted, withdrawn, out, guide,
+//                      last: {pair_id, choice} | null,
+//                      pair: {id, prompt, reference, situation, a, b} | null}
 //   POST /api/consent {participant, consent: true, human_attestation: true} → state
 //   POST /api/vote    {pair_id, choice} (the pair the state offers) → state
+//   POST /api/undo    {pair_id} (the last vote's pair) → state: that vote is
+//                     moved to the file's `withdrawn` list (nothing is lost)
+//                     and its pair is offered again
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -46,6 +51,17 @@
 
 namespace ppolab {
 
+// The panel beside each pair unless `feedback serve --guide FILE` gives
+// another text: what to weigh, in the words of a help desk, not the rubric's.
+inline constexpr const char* kDefaultVoteGuide =
+    "A better answer:\n"
+    "- gives a next step that fits the situation described;\n"
+    "- is correct, and does not promise that the step will surely fix the problem;\n"
+    "- is clear and to the point.\n"
+    "Politeness is welcome, but it never makes a wrong or irrelevant answer better.\n"
+    "Choose tie when both are equally good (or equally flawed in the same way), and reject both when "
+    "neither is acceptable.";
+
 // The voting logic without sockets: what the page sees and what each
 // action writes. Pairs are offered in the candidate file's order, skipping
 // those already voted.
@@ -53,17 +69,24 @@ class VoteSession {
 public:
     // `out` may exist: it must then be a human vote file for the same
     // candidates (checkpoint and candidate file sha256), and voting continues.
-    VoteSession(CandidateFile candidates, std::string candidate_file_sha256, fs::path out);
+    // `guide` is the "what makes an answer better" panel beside the pair.
+    VoteSession(CandidateFile candidates, std::string candidate_file_sha256, fs::path out,
+                std::string guide = kDefaultVoteGuide);
 
     json state() const;
     // Records consent, attestation and the participant; creates the vote file.
     json consent(const json& request);
     // Records one vote for the offered pair; rewrites the vote file.
     json vote(const json& request);
+    // Takes back the last vote (request.pair_id must name its pair): it moves
+    // to the file's `withdrawn` list with the time, and its pair is offered
+    // again; rewrites the vote file.
+    json undo(const json& request);
 
     bool consented() const { return file_.consent; }
     int64_t voted() const { return static_cast<int64_t>(file_.votes.size()); }
     int64_t total() const { return static_cast<int64_t>(candidates_.pairs.size()); }
+    int64_t withdrawn() const { return static_cast<int64_t>(file_.withdrawn.size()); }
     const VoteFile& file() const { return file_; }
 
 private:
@@ -75,6 +98,7 @@ private:
     fs::path out_;
     VoteFile file_;
     std::set<std::string> voted_;
+    std::string guide_;
 };
 
 struct HttpRequest {
@@ -120,8 +144,13 @@ const std::string& vote_page_html();
 struct ServeOptions {
     fs::path candidates;
     fs::path out;
-    int port = 8765;  // 0: any free port (the URL printed says which)
+    std::optional<fs::path> guide;  // UTF-8 text for the panel beside the pair (default kDefaultVoteGuide)
+    int port = 8765;                // 0: any free port (the URL printed says which)
 };
+// The guide panel's text from `--guide FILE`: at most kMaxVoteGuideBytes of
+// printable UTF-8 lines (Error naming the file and the line otherwise).
+inline constexpr size_t kMaxVoteGuideBytes = 16384;
+std::string read_vote_guide(const fs::path& path);
 // Serves until SIGINT or SIGTERM (the handlers in place before come back
 // afterwards); prints "serving http://127.0.0.1:PORT/". Every descriptor is
 // owned, so an exception leaves none open.

@@ -1,8 +1,10 @@
 #include "feedback/votes.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <set>
 
 #include "feedback/fields.h"
@@ -99,7 +101,7 @@ VoteFile parse_votes(std::string_view bytes, std::string_view where) {
             fail(file, ": human votes must name their participant: missing field 'participant'");
         check_fields(
             j, {"format", "feedback_kind", "checkpoint_sha256", "participant", "consent", "human_attestation", "votes"},
-            {"consent_timestamp", "candidate_file_sha256", "created_by"}, file);
+            {"consent_timestamp", "candidate_file_sha256", "created_by", "withdrawn"}, file);
         v.consent = true;
         v.human_attestation = true;
         v.participant = printable_string(j, "participant", file, kMaxNameBytes);
@@ -127,7 +129,7 @@ VoteFile parse_votes(std::string_view bytes, std::string_view where) {
         check_fields(j,
                      {"format", "feedback_kind", "checkpoint_sha256", "labeler", "human_attestation",
                       "candidate_file_sha256", "votes"},
-                     {"consent", "created_by"}, file);
+                     {"consent", "created_by", "withdrawn"}, file);
         v.labeler = printable_string(j, "labeler", file, kMaxNameBytes);
         if (v.labeler.find_first_not_of(' ') == std::string::npos)
             fail(file, ": AI preferences must identify their labeler: field 'labeler' is empty");
@@ -147,21 +149,39 @@ VoteFile parse_votes(std::string_view bytes, std::string_view where) {
     }
     if (j.contains("created_by")) v.created_by = printable_string(j, "created_by", file, kMaxNoteBytes);
 
+    // One vote: {pair_id, choice, timestamp} plus `extra` (withdrawn_at for a withdrawn one).
+    auto parse_vote = [&](const json& e, const std::string& at, bool withdrawn) {
+        std::vector<std::string_view> required = {"pair_id", "choice", "timestamp"};
+        if (withdrawn) required.emplace_back("withdrawn_at");
+        check_fields(e, required, {}, at);
+        Vote vote;
+        vote.pair_id = nonempty_string(e, "pair_id", at);
+        feedback_detail::check_printable_text(vote.pair_id, "pair_id", at, kMaxIdBytes);
+        vote.choice = parse_vote_choice(json_string(e, "choice", at), at);
+        for (const std::string_view key : required) {
+            if (key == "pair_id" || key == "choice") continue;
+            if (!is_utc_timestamp(json_string(e, key, at)))
+                fail(at, ": field '", key, "' must be a UTC ISO 8601 time (YYYY-MM-DDTHH:MM:SS[.fff]Z), got ",
+                     feedback_detail::shown(json_string(e, key, at)));
+        }
+        vote.timestamp = e["timestamp"].get<std::string>();
+        return vote;
+    };
+    if (j.contains("withdrawn")) {
+        const json& w = j["withdrawn"];
+        if (!w.is_array()) fail(file, ": field 'withdrawn' must be an array, got ", w.type_name());
+        for (size_t i = 0; i < w.size(); ++i) {
+            const std::string at = file + ": withdrawn[" + std::to_string(i) + "]";
+            Vote vote = parse_vote(w[i], at, true);
+            v.withdrawn.push_back({std::move(vote), w[i]["withdrawn_at"].get<std::string>()});
+        }
+    }
     const json& votes = j["votes"];
     if (!votes.is_array()) fail(file, ": field 'votes' must be an array, got ", votes.type_name());
     std::set<std::string> seen;
     for (size_t i = 0; i < votes.size(); ++i) {
         const std::string at = file + ": votes[" + std::to_string(i) + "]";
-        const json& e = votes[i];
-        check_fields(e, {"pair_id", "choice", "timestamp"}, {}, at);
-        Vote vote;
-        vote.pair_id = nonempty_string(e, "pair_id", at);
-        feedback_detail::check_printable_text(vote.pair_id, "pair_id", at, kMaxIdBytes);
-        vote.choice = parse_vote_choice(json_string(e, "choice", at), at);
-        vote.timestamp = json_string(e, "timestamp", at);
-        if (!is_utc_timestamp(vote.timestamp))
-            fail(at, ": field 'timestamp' must be a UTC ISO 8601 time (YYYY-MM-DDTHH:MM:SS[.fff]Z), got ",
-                 feedback_detail::shown(vote.timestamp));
+        Vote vote = parse_vote(votes[i], at, false);
         if (!seen.insert(vote.pair_id).second)
             fail(at, ": duplicate participant vote: '", v.who(), "' already voted on pair '", vote.pair_id,
                  "' in this file");
@@ -194,8 +214,61 @@ ordered_json votes_to_json(const VoteFile& v) {
         votes.push_back(std::move(x));
     }
     o["votes"] = std::move(votes);
+    if (!v.withdrawn.empty()) {
+        ordered_json w = ordered_json::array();
+        for (const WithdrawnVote& e : v.withdrawn)
+            w.push_back({{"pair_id", e.vote.pair_id},
+                         {"choice", vote_choice_name(e.vote.choice)},
+                         {"timestamp", e.vote.timestamp},
+                         {"withdrawn_at", e.withdrawn_at}});
+        o["withdrawn"] = std::move(w);
+    }
     return o;
 }
+
+VoteAgreement vote_agreement(const std::vector<VoteChoice>& x, const std::vector<VoteChoice>& y) {
+    if (x.size() != y.size() || x.empty())
+        fail("internal: agreement needs two equally long, non-empty lists of choices (", x.size(), " and ", y.size(),
+             ")");
+    const double n = static_cast<double>(x.size());
+    double same = 0, px[4] = {0, 0, 0, 0}, py[4] = {0, 0, 0, 0};
+    for (size_t i = 0; i < x.size(); ++i) {
+        same += x[i] == y[i];
+        px[static_cast<int>(x[i])] += 1 / n;
+        py[static_cast<int>(y[i])] += 1 / n;
+    }
+    VoteAgreement a{static_cast<int64_t>(x.size()), same / n, std::nullopt};
+    double pe = 0;
+    for (int c = 0; c < 4; ++c) pe += px[c] * py[c];
+    if (pe < 1 - 1e-12) a.kappa = (a.raw - pe) / (1 - pe);
+    return a;
+}
+
+namespace {
+
+// provenance.agreement: every two voters (in the order their files came)
+// over the pairs both voted; empty when no two voters share a pair.
+json agreement_table(const std::vector<std::pair<std::string, std::map<std::string, VoteChoice>>>& voters) {
+    json table = json::array();
+    for (size_t i = 0; i < voters.size(); ++i)
+        for (size_t j = i + 1; j < voters.size(); ++j) {
+            std::vector<VoteChoice> x, y;
+            for (const auto& [pair, choice] : voters[i].second)
+                if (auto it = voters[j].second.find(pair); it != voters[j].second.end()) {
+                    x.push_back(choice);
+                    y.push_back(it->second);
+                }
+            if (x.empty()) continue;
+            const VoteAgreement a = vote_agreement(x, y);
+            table.push_back({{"between", {voters[i].first, voters[j].first}},
+                             {"pairs", a.pairs},
+                             {"raw", a.raw},
+                             {"cohen_kappa", a.kappa ? json(*a.kappa) : json()}});
+        }
+    return table;
+}
+
+}  // namespace
 
 VoteCollection collect_votes(const CandidateFile& candidates, const VoteSource& candidate_file,
                              const std::vector<VoteSource>& vote_files, const VoteRules& rules) {
@@ -212,6 +285,8 @@ VoteCollection collect_votes(const CandidateFile& candidates, const VoteSource& 
     json files = json::array();
     std::set<std::pair<std::string, std::string>> seen;  // (participant, pair id)
     std::set<std::string> paths;
+    // Each voter's choice per pair, voters in the order their first file came.
+    std::vector<std::pair<std::string, std::map<std::string, VoteChoice>>> voters;
     for (const VoteSource& src : vote_files) {
         if (!paths.insert(src.path).second) fail(src.path, ": the same vote file is given twice");
         const VoteFile v = parse_votes(src.bytes, src.path);
@@ -237,6 +312,9 @@ VoteCollection collect_votes(const CandidateFile& candidates, const VoteSource& 
             if (!seen.insert({v.who(), vote.pair_id}).second)
                 fail(src.path, ": votes[", i, "]: duplicate participant vote: '", v.who(), "' already voted on pair '",
                      vote.pair_id, "' (in an earlier file)");
+            auto voter = std::find_if(voters.begin(), voters.end(), [&](const auto& w) { return w.first == v.who(); });
+            if (voter == voters.end()) voter = voters.insert(voters.end(), {v.who(), {}});
+            voter->second[vote.pair_id] = vote.choice;
             if (vote.choice == VoteChoice::tie) {
                 ++ties;
             } else if (vote.choice == VoteChoice::reject) {
@@ -257,6 +335,7 @@ VoteCollection collect_votes(const CandidateFile& candidates, const VoteSource& 
                {"binary", binary},        {"ties", ties},
                {"rejects", rejects}};
         f[v.feedback_kind == "human" ? "participant" : "labeler"] = v.who();
+        if (!v.withdrawn.empty()) f["withdrawn"] = v.withdrawn.size();  // taken back by the voter, not trained on
         files.push_back(std::move(f));
     }
     const int64_t n_train = static_cast<int64_t>(out.train.size()), n_val = static_cast<int64_t>(out.validation.size()),
@@ -275,6 +354,7 @@ VoteCollection collect_votes(const CandidateFile& candidates, const VoteSource& 
                       {"counts", {{"train", n_train}, {"validation", n_val}, {"test", n_test}}},
                       {"ties", out.ties},
                       {"rejects", out.rejects}};
+    if (json agreement = agreement_table(voters); !agreement.empty()) out.provenance["agreement"] = agreement;
     return out;
 }
 

@@ -21,6 +21,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,12 @@ struct Vote {
     std::string timestamp;
 };
 
+// A vote its voter took back (the voting page's Back): kept in the file, never trained on.
+struct WithdrawnVote {
+    Vote vote;
+    std::string withdrawn_at;  // UTC ISO 8601, like the vote's timestamp
+};
+
 struct VoteFile {
     std::string feedback_kind;  // "human" | "ai"
     std::string checkpoint_sha256;
@@ -52,6 +59,7 @@ struct VoteFile {
     std::string candidate_file_sha256;  // "" when absent (human files may omit it)
     std::string created_by;             // optional
     std::vector<Vote> votes;
+    std::vector<WithdrawnVote> withdrawn;  // optional field 'withdrawn', oldest first
 
     const std::string& who() const { return feedback_kind == "human" ? participant : labeler; }
 };
@@ -59,7 +67,8 @@ struct VoteFile {
 // Parses and checks everything a file says about itself: format 1, the
 // field set and types, the kind's provenance (human: consent and
 // attestation true and a participant; ai: attestation false, a labeller and
-// the candidate file's sha256), every choice and timestamp, and no pair twice.
+// the candidate file's sha256), every choice and timestamp, and no pair twice
+// among the votes (a withdrawn vote's pair may be voted again).
 VoteFile parse_votes(std::string_view bytes, std::string_view where);
 ordered_json votes_to_json(const VoteFile& file);
 
@@ -93,9 +102,26 @@ struct VoteCollection {
     int64_t ties = 0, rejects = 0;
     // {feedback_kind, candidate_file: {path, sha256, checkpoint_sha256, pairs},
     //  files: [{path, sha256, kind, participant|labeler, votes, binary, ties, rejects}],
-    //  counts: {train, validation, test} (binary labels), ties, rejects}
+    //  counts: {train, validation, test} (binary labels), ties, rejects,
+    //  agreement (only when two voters share pairs): [{between: [who, who],
+    //  pairs, raw, cohen_kappa (null when undefined)}] for every two voters
+    //  in file order}
     json provenance;
 };
+
+// How two voters agree on the pairs both voted, over the four choices (a, b,
+// tie, reject): raw = the share of identical choices p_o; Cohen's κ =
+// (p_o − p_e) / (1 − p_e) with p_e = Σ_c p_x(c) p_y(c) from each voter's own
+// marginals; nullopt when p_e = 1 (both always made the same one choice:
+// chance explains everything, κ is undefined).
+struct VoteAgreement {
+    int64_t pairs = 0;
+    double raw = 0;
+    std::optional<double> kappa;
+};
+// x[i] and y[i] are the two voters' choices on the same pair; Error if the
+// lengths differ or are 0.
+VoteAgreement vote_agreement(const std::vector<VoteChoice>& x, const std::vector<VoteChoice>& y);
 
 // Every cross-file rule, in this order: the candidate file belongs to the SFT
 // checkpoint in use; each vote file parses (parse_votes), is of the run's

@@ -503,3 +503,25 @@ TEST(Corpus, EveryNumberIsAConfigValue) {
     json bad = json::parse(corpus_config_to_json(c).dump());
     EXPECT_THROW(corpus_config_from_json(bad, "config"), Error);
 }
+
+// The voting page shows a prompt's situation first and its case reference
+// small: the two parts put back together are the prompt, for every heading.
+TEST(Corpus, PromptPartsSplitTheReferenceFromTheSituation) {
+    for (int variant = 0; variant < 3; ++variant) {
+        const std::string prompt = corpus_prompt("OH116", 2, "email", variant);
+        const PromptParts p = corpus_prompt_parts(prompt);
+        EXPECT_EQ(p.reference + " " + p.situation, prompt);
+        EXPECT_NE(p.reference.find("OH116"), std::string::npos) << p.reference;
+        EXPECT_EQ(p.reference.substr(p.reference.size() - 14), "Source: email.") << p.reference;
+        EXPECT_EQ(p.situation.rfind(action_context(2), 0), 0u) << p.situation;
+    }
+    EXPECT_EQ(corpus_prompt_parts(corpus_prompt("OH001", 0, "chat", 0)).reference,
+              "Help request OH001, note 0. Source: chat.");
+    // Any other shape: all situation.
+    for (const std::string other : {"My printer is offline.", "Case closed. Source: none", "Source: x. y",
+                                    "Case OH1. Note. Source: chat. Help.", ""}) {
+        const PromptParts p = corpus_prompt_parts(other);
+        EXPECT_EQ(p.reference, "") << other;
+        EXPECT_EQ(p.situation, other);
+    }
+}

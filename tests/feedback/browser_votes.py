@@ -3,13 +3,19 @@
 
 Debian's chromium is driven through the DevTools protocol over
 --remote-debugging-pipe (standard library only). The test opens the page,
-checks that Start stays disabled until consent, attestation and a name are
-given, consents, votes with mouse clicks and with keys, closes the page
-mid-way and stops the server, checks the vote file on disk, starts the
-server again on the same --out, reopens the page (which continues where it
-stopped, without asking consent again), finishes, and checks the vote file:
-vote format 1 with consent, human attestation, the participant, the
-candidate file's sha256 and one timestamped vote per pair, as chosen.
+checks that it says how many pairs there are and that Start stays disabled
+(saying what is missing) until consent, attestation and a name are given,
+consents, checks the guide panel (a --guide file), the situation shown first
+with the case reference folded, the progress bar and the time left, and the
+live regions; votes with mouse clicks and with keys (letters and 1-4), takes
+votes back with Back (click and the U key, also from the done view: the
+pair comes back and the file keeps the withdrawn vote), reloads the page,
+closes it mid-way and stops the server, checks the vote file on disk, starts
+the server again on the same --out, reopens the page (which continues where
+it stopped, without asking consent again), finishes, and checks the vote
+file: vote format 1 with consent, human attestation, the participant, the
+candidate file's sha256, one timestamped vote per pair, as chosen, and every
+withdrawn vote with its time.
 """
 import hashlib
 import json
@@ -94,6 +100,7 @@ class DevTools:
 class Page:
     def __init__(self, devtools, url):
         self.dt = devtools
+        self.url = url
         self.target = devtools.call("Target.createTarget", {"url": url})["targetId"]
         self.session = devtools.call("Target.attachToTarget", {"targetId": self.target, "flatten": True})["sessionId"]
         self.call("Runtime.enable")
@@ -131,7 +138,8 @@ class Page:
     def key(self, char):
         """A real key press (keydown, char, keyup)."""
         code = ord(char.upper())
-        base = {"key": char, "code": "Key" + char.upper(), "windowsVirtualKeyCode": code, "nativeVirtualKeyCode": code}
+        name = ("Digit" if char.isdigit() else "Key") + char.upper()
+        base = {"key": char, "code": name, "windowsVirtualKeyCode": code, "nativeVirtualKeyCode": code}
         self.call("Input.dispatchKeyEvent", dict(base, type="keyDown", text=char))
         self.call("Input.dispatchKeyEvent", dict(base, type="keyUp"))
 
@@ -141,12 +149,22 @@ class Page:
     def state(self):
         return self.js("JSON.stringify(current)")
 
+    def text(self, element_id):
+        return self.js(f"document.getElementById({json.dumps(element_id)}).textContent")
+
+    def reload(self):
+        """Loads the page again (as a person's reload does); the old document is marked so that a wait
+        cannot be answered by it."""
+        self.js("document.body.dataset.before = 'reload'; true")
+        self.call("Page.navigate", {"url": self.url})
+
     def close(self):
         self.dt.call("Target.closeTarget", {"targetId": self.target})
 
 
-def start_server(candidates, out):
-    proc = subprocess.Popen([BIN, "feedback", "serve", "--candidates", candidates, "--out", out, "--port", "0"],
+def start_server(candidates, out, guide):
+    proc = subprocess.Popen([BIN, "feedback", "serve", "--candidates", candidates, "--out", out, "--port", "0",
+                             "--guide", guide],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = proc.stdout.readline()
     m = re.search(r"serving (http://127\.0\.0\.1:\d+/)", line)
@@ -173,12 +191,26 @@ def voted_count(page):
 
 
 def vote(page, how, choice, expected_voted):
-    """One vote by a click on the button or by its key; waits until the page shows the next state."""
+    """One vote by a click on the button, its letter key or its digit key; waits for the next state."""
     if how == "click":
         page.click({"a": "btn-a", "b": "btn-b", "tie": "btn-tie", "reject": "btn-reject"}[choice])
-    else:
+    elif how == "key":
         page.key({"a": "a", "b": "b", "tie": "t", "reject": "r"}[choice])
+    else:
+        page.key({"a": "1", "b": "2", "tie": "3", "reject": "4"}[choice])
     page.wait(f"current && current.voted === {expected_voted} && !busy", f"vote {expected_voted} saved")
+
+
+def undo(page, how, button, expected_voted, pair_back):
+    """Back, by a click or the U key: the last vote is taken back and its pair offered again."""
+    if how == "click":
+        page.click(button)
+    else:
+        page.key("u")
+    page.wait(f"current && current.voted === {expected_voted} && current.pair && current.pair.id === "
+              f"{json.dumps(pair_back)} && !busy", f"vote on {pair_back} taken back")
+    if "Taken back: pair " + pair_back not in page.text("status"):
+        fail("the status does not say what was taken back: " + page.text("status"))
 
 
 def main():
@@ -193,11 +225,13 @@ def main():
 
 
 def run(work):
-    # A candidate file of six pairs (the server needs no model).
+    # A candidate file of six pairs (the server needs no model); the prompts
+    # have the corpus's shape, a case reference and the situation.
     pairs = []
     for i in range(6):
         pairs.append({"id": f"pair-{i:04d}", "split": ["train", "validation", "test"][i % 3],
-                      "prompt_id": f"OH{i:03d}-RL0", "prompt": f"Help request {i}: the printer <b>stopped</b>.",
+                      "prompt_id": f"OH{i:03d}-RL0",
+                      "prompt": f"Help request OH{i:03d}, note {i}. Source: email. The printer <b>stopped</b> ({i}).",
                       "a": {"text": f"Answer A{i}: restart the print queue.", "token_ids": [1, 2, i + 3], "finish_reason": "eos"},
                       "b": {"text": f"Answer B{i} <script>alert(1)</script>", "token_ids": [4, 5], "finish_reason": "length"}})
     candidates = os.path.join(work, "candidates.json")
@@ -205,8 +239,12 @@ def run(work):
         json.dump({"format": 1, "checkpoint_sha256": "ab" * 32, "pairs": pairs}, f)
     candidate_sha = hashlib.sha256(open(candidates, "rb").read()).hexdigest()
     out = os.path.join(work, "votes.json")
+    guide = os.path.join(work, "guide.txt")
+    guide_text = "Prefer the answer a <i>colleague</i> could follow.\nA wrong answer is never better for being polite."
+    with open(guide, "w") as f:
+        f.write(guide_text)
 
-    server, url = start_server(candidates, out)
+    server, url = start_server(candidates, out, guide)
     dt = DevTools(os.path.join(work, "profile"))
     try:
         # 1. consent: Start stays disabled until both boxes and a name are given
@@ -214,13 +252,22 @@ def run(work):
         page.wait(page.visible("consent-view"), "the consent page")
         if page.js("document.getElementById('out-path').textContent") != out:
             fail("the consent page does not say where the votes are saved")
+        if page.text("pair-count") != "6":
+            fail("the consent page does not say how many pairs there are: " + page.text("pair-count"))
+        if page.text("start-missing") != ("To start: give your name or pseudonym, tick the consent box, "
+                                          "tick the box that you are a person."):
+            fail("the disabled Start does not say what is missing: " + page.text("start-missing"))
         page.click("consent")
         page.click("participant")
         page.type_text("Ada Tester")
         if not page.js("document.getElementById('start').disabled"):
             fail("Start is enabled without the attestation")
+        if page.text("start-missing") != "To start: tick the box that you are a person.":
+            fail("Start's missing list did not follow the form: " + page.text("start-missing"))
         page.click("attest")
         page.wait("!document.getElementById('start').disabled", "Start enabled")
+        if page.text("start-missing") != "":
+            fail("Start is enabled but still says something is missing")
         if os.path.exists(out):
             fail("the vote file exists before consent")
         page.click("start")
@@ -232,28 +279,71 @@ def run(work):
         # texts are shown as text, never as markup
         if page.js("document.getElementById('text-b').textContent") != "Answer B0 <script>alert(1)</script>":
             fail("answer B is not shown verbatim")
-        if page.js("document.querySelectorAll('#text-b script, #prompt b').length") != 0:
-            fail("candidate text was interpreted as HTML")
+        if page.js("document.querySelectorAll('#text-b script, #prompt b, #guide-text i').length") != 0:
+            fail("candidate or guide text was interpreted as HTML")
+        # the situation first, the case reference folded; the guide beside the pair
+        if page.text("prompt") != "The printer <b>stopped</b> (0).":
+            fail("the question does not show the situation first: " + page.text("prompt"))
+        if page.text("reference-text") != "Help request OH000, note 0. Source: email." or \
+                page.js("document.getElementById('reference').open") or not page.js(page.visible("reference")):
+            fail("the case reference is not shown folded: " + page.text("reference-text"))
+        if page.text("guide-text") != guide_text or not page.js(page.visible("guide")):
+            fail("the guide panel does not show the --guide text: " + page.text("guide-text"))
+        for element_id in ("status", "progress-area", "start-missing"):
+            if page.js(f"document.getElementById('{element_id}').getAttribute('aria-live')") != "polite":
+                fail(f"#{element_id} is not a live region")
+        for key in ("A", "1", "B", "2", "T", "3", "R", "4"):
+            if f"{key}" not in [k.strip() for k in page.js(
+                    "Array.from(document.querySelectorAll('button[data-choice] kbd')).map(k => k.textContent)")]:
+                fail(f"the key {key} is not shown on the buttons")
+        if not page.js("document.getElementById('btn-undo').disabled"):
+            fail("Back is enabled before any vote")
 
-        # 2. three votes: a click, a key, a click
+        # 2. three votes: a click, a key, a digit key; the bar and the time left follow
         vote(page, "click", "a", 1)
         vote(page, "key", "b", 2)
-        vote(page, "click", "tie", 3)
-        if "3 of 6 voted" not in page.js("document.getElementById('progress').textContent"):
-            fail("progress count did not advance")
+        vote(page, "digit", "tie", 3)
+        if "3 of 6 voted" not in page.text("progress") or page.js("document.getElementById('progress-bar').value") != 3 \
+                or page.js("document.getElementById('progress-bar').max") != 6:
+            fail("progress count or bar did not advance: " + page.text("progress"))
+        if not re.search(r"(about \d+ min|under a minute) left$", page.text("eta")):
+            fail("no estimate of the time left after three votes: " + page.text("eta"))
         saved = json.load(open(out))
         if [v["choice"] for v in saved["votes"]] != ["a", "b", "tie"]:
             fail(f"vote file after three votes: {saved['votes']}")
 
-        # 3. close the page mid-way and stop the server: nothing is lost
+        # 3. Back: by a click, then by the U key; each time the pair comes back
+        #    and the file keeps the vote taken back, with its time
+        undo(page, "click", "btn-undo", 2, "pair-0002")
+        saved = json.load(open(out))
+        if [v["choice"] for v in saved["votes"]] != ["a", "b"] or \
+                [(w["pair_id"], w["choice"]) for w in saved["withdrawn"]] != [("pair-0002", "tie")]:
+            fail(f"vote file after Back: {saved}")
+        vote(page, "digit", "reject", 3)
+        undo(page, "key", None, 2, "pair-0002")
+        vote(page, "click", "tie", 3)
+        saved = json.load(open(out))
+        if [(w["pair_id"], w["choice"]) for w in saved["withdrawn"]] != [("pair-0002", "tie"), ("pair-0002", "reject")]:
+            fail(f"withdrawn votes: {saved.get('withdrawn')}")
+        if [v["choice"] for v in saved["votes"]] != ["a", "b", "tie"]:
+            fail(f"vote file after two Backs: {saved['votes']}")
+
+        # a reload continues where the page was
+        page.reload()
+        page.wait("document.body && document.body.dataset.before !== 'reload' && " + page.visible("vote-view") +
+                  " && current && current.pair && current.pair.id === 'pair-0003'", "the voting view after a reload")
+        if "3 of 6 voted" not in page.text("progress") or page.js("document.getElementById('btn-undo').disabled"):
+            fail("the reloaded page lost its place: " + page.text("progress"))
+
+        # 4. close the page mid-way and stop the server: nothing is lost
         page.close()
         stop_server(server)
         saved = json.load(open(out))
         if len(saved["votes"]) != 3:
             fail(f"after closing, the file holds {len(saved['votes'])} votes, expected 3")
 
-        # 4. start again on the same --out, reopen: it continues without asking consent again
-        server, url = start_server(candidates, out)
+        # 5. start again on the same --out, reopen: it continues without asking consent again
+        server, url = start_server(candidates, out, guide)
         page = Page(dt, url)
         page.wait(page.visible("vote-view"), "the voting view after reopening")
         if page.js("current.pair.id") != "pair-0003" or "3 of 6 voted" not in page.js(
@@ -263,6 +353,10 @@ def run(work):
             fail("reopened page lost the participant")
         vote(page, "key", "tie", 4)
         vote(page, "click", "reject", 5)
+        vote(page, "key", "b", 6)
+        page.wait(page.visible("done-view"), "the done view")
+        # Back from the done view, then the last vote again
+        undo(page, "click", "btn-undo-done", 5, "pair-0005")
         vote(page, "key", "a", 6)
         page.wait(page.visible("done-view"), "the done view")
         # a key after the end votes nothing
@@ -270,8 +364,8 @@ def run(work):
         time.sleep(0.3)
         page.close()
         log = stop_server(server)
-        if "saved vote 6 of 6" not in log:
-            fail("server log does not report the saved votes: " + log)
+        if "saved vote 6 of 6" not in log or "took back a vote: 5 of 6 voted" not in log:
+            fail("server log does not report the saved and withdrawn votes: " + log)
     finally:
         dt.close()
         if server.poll() is None:
@@ -292,6 +386,14 @@ def run(work):
     stamps = [x["timestamp"] for x in v["votes"]]
     if not all(stamp.match(s) for s in stamps + [v["consent_timestamp"]]) or stamps != sorted(stamps):
         fail(f"timestamps: {stamps}")
+    withdrawn = v.get("withdrawn", [])
+    if [(w["pair_id"], w["choice"]) for w in withdrawn] != [("pair-0002", "tie"), ("pair-0002", "reject"),
+                                                            ("pair-0005", "b")]:
+        fail(f"withdrawn votes: {withdrawn}")
+    for w in withdrawn:
+        if set(w) != {"pair_id", "choice", "timestamp", "withdrawn_at"} or not stamp.match(w["withdrawn_at"]) \
+                or w["withdrawn_at"] < w["timestamp"]:
+            fail(f"withdrawn vote without its times: {w}")
     leftovers = [n for n in os.listdir(work) if ".tmp" in n]
     if leftovers:
         fail(f"temporary files left beside the vote file: {leftovers}")

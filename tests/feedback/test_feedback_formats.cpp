@@ -196,6 +196,97 @@ TEST(Votes, CollectCountsTiesAndRejects) {
                  "candidates belong to a different supervised policy");
 }
 
+// Cohen's κ by hand: x = a a b b tie, y = a b b b tie. p_o = 4/5; the
+// marginals are x (a .4, b .4, tie .2), y (a .2, b .6, tie .2), so p_e =
+// .08 + .24 + .04 = .36 and κ = (.8 − .36) / (1 − .36) = .6875.
+TEST(Votes, AgreementAndCohensKappa) {
+    using C = VoteChoice;
+    VoteAgreement a = vote_agreement({C::a, C::a, C::b, C::b, C::tie}, {C::a, C::b, C::b, C::b, C::tie});
+    EXPECT_EQ(a.pairs, 5);
+    EXPECT_DOUBLE_EQ(a.raw, 0.8);
+    ASSERT_TRUE(a.kappa.has_value());
+    EXPECT_NEAR(*a.kappa, 0.6875, 1e-12);
+    // Perfect agreement over two categories: κ = 1; systematic disagreement: κ = −1.
+    EXPECT_NEAR(*vote_agreement({C::a, C::b}, {C::a, C::b}).kappa, 1.0, 1e-12);
+    EXPECT_NEAR(*vote_agreement({C::a, C::b}, {C::b, C::a}).kappa, -1.0, 1e-12);
+    // Both always chose the same one answer: chance explains all, κ undefined.
+    a = vote_agreement({C::reject, C::reject}, {C::reject, C::reject});
+    EXPECT_DOUBLE_EQ(a.raw, 1.0);
+    EXPECT_FALSE(a.kappa.has_value());
+    EXPECT_ERROR(vote_agreement({C::a}, {}), "two equally long, non-empty lists");
+
+    // In the provenance: every two voters over the pairs both voted, in file order.
+    const json cj = candidates_json(20);
+    const std::string cbytes = cj.dump();
+    const CandidateFile c = parse_candidates(cbytes, "c.json");
+    json v = human_votes(cj), w = human_votes(cj, "b"), g = human_votes(cj);
+    w["participant"] = "grace";
+    g["participant"] = "lin";
+    g["votes"] = json::array({g["votes"][0], g["votes"][1]});  // lin voted p0 and p1 only
+    v["votes"][0]["choice"] = "b";
+    const VoteRules rules{"human", kSha, 9, 4, 4};
+    const VoteCollection one = collect_votes(c, {"c.json", cbytes}, {{"v.json", v.dump()}}, rules);
+    EXPECT_FALSE(one.provenance.contains("agreement"));  // one voter: nothing to compare
+    const json agreement =
+        collect_votes(c, {"c.json", cbytes}, {{"v.json", v.dump()}, {"w.json", w.dump()}, {"g.json", g.dump()}}, rules)
+            .provenance["agreement"];
+    ASSERT_EQ(agreement.size(), 3u) << agreement.dump();
+    EXPECT_EQ(agreement[0]["between"], json::array({"ada", "grace"}));
+    EXPECT_EQ(agreement[0]["pairs"], 20);
+    EXPECT_DOUBLE_EQ(agreement[0]["raw"].get<double>(), 0.05);  // only p0: b and b
+    // ada: b once, a 19 times; grace: b always → p_e = 0.05, κ = (0.05 − 0.05) / 0.95 = 0
+    EXPECT_NEAR(agreement[0]["cohen_kappa"].get<double>(), 0.0, 1e-12);
+    EXPECT_EQ(agreement[1]["between"], json::array({"ada", "lin"}));
+    EXPECT_EQ(agreement[1]["pairs"], 2);
+    EXPECT_DOUBLE_EQ(agreement[1]["raw"].get<double>(), 0.5);
+    EXPECT_EQ(agreement[2]["between"], json::array({"grace", "lin"}));
+    EXPECT_DOUBLE_EQ(agreement[2]["raw"].get<double>(), 0.0);
+    EXPECT_TRUE(agreement[2]["cohen_kappa"].is_number());  // grace b b, lin a a: p_e = 0, κ = 0
+    EXPECT_NEAR(agreement[2]["cohen_kappa"].get<double>(), 0.0, 1e-12);
+}
+
+// The voting page's Back keeps what it takes back: `withdrawn` entries
+// parse, round-trip, are checked field by field, are not trained on, and
+// their pair may be voted again.
+TEST(Votes, WithdrawnVotesAreKeptAndChecked) {
+    const json cj = candidates_json(20);
+    const std::string cbytes = cj.dump();
+    json v = human_votes(cj);
+    v["withdrawn"] = json::array({{{"pair_id", "p0"},
+                                   {"choice", "b"},
+                                   {"timestamp", "2025-03-01T09:59:00Z"},
+                                   {"withdrawn_at", "2025-03-01T09:59:30.5Z"}},
+                                  {{"pair_id", "p0"},
+                                   {"choice", "tie"},
+                                   {"timestamp", "2025-03-01T09:59:40Z"},
+                                   {"withdrawn_at", "2025-03-01T09:59:50Z"}}});
+    const VoteFile f = parse_votes(v.dump(), "v.json");
+    ASSERT_EQ(f.withdrawn.size(), 2u);
+    EXPECT_EQ(f.withdrawn[0].vote.choice, VoteChoice::b);
+    EXPECT_EQ(f.withdrawn[0].withdrawn_at, "2025-03-01T09:59:30.5Z");
+    EXPECT_EQ(parse_votes(votes_to_json(f).dump(), "again").withdrawn[1].vote.timestamp, "2025-03-01T09:59:40Z");
+    EXPECT_FALSE(votes_to_json(parse_votes(human_votes(cj).dump(), "v.json")).contains("withdrawn"));
+    const VoteCollection got = collect_votes(parse_candidates(cbytes, "c.json"), {"c.json", cbytes},
+                                             {{"v.json", v.dump()}}, VoteRules{"human", kSha, 9, 4, 4});
+    EXPECT_EQ(got.train.size(), 12u);  // the withdrawn votes are not labels
+    EXPECT_EQ(got.provenance["files"][0]["withdrawn"], 2);
+    json bad = v;
+    bad["withdrawn"][1].erase("withdrawn_at");
+    EXPECT_ERROR(parse_votes(bad.dump(), "v.json"), "v.json: withdrawn[1]: missing field 'withdrawn_at'");
+    bad = v;
+    bad["withdrawn"][0]["withdrawn_at"] = "yesterday";
+    EXPECT_ERROR(parse_votes(bad.dump(), "v.json"), "v.json: withdrawn[0]: field 'withdrawn_at' must be a UTC ISO");
+    bad = v;
+    bad["withdrawn"][0]["choice"] = "maybe";
+    EXPECT_ERROR(parse_votes(bad.dump(), "v.json"), "withdrawn[0]: field 'choice' must be one of a, b, tie, reject");
+    bad = v;
+    bad["withdrawn"][0]["why"] = "oops";
+    EXPECT_ERROR(parse_votes(bad.dump(), "v.json"), "withdrawn[0]: unexpected field 'why'");
+    bad = v;
+    bad["withdrawn"] = "none";
+    EXPECT_ERROR(parse_votes(bad.dump(), "v.json"), "field 'withdrawn' must be an array");
+}
+
 TEST(LabelAi, RubricChoice) {
     const int action = 2;
     const std::string good = response_text(action, 1, false);             // relevant, hedged
@@ -269,6 +360,72 @@ TEST_F(Session, ConsentVoteContinue) {
     EXPECT_TRUE(st["pair"].is_null());
     EXPECT_EQ(st["voted"], 3);
     EXPECT_ERROR(again.vote({{"pair_id", "p2"}, {"choice", "a"}}), "every pair has been voted");
+}
+
+TEST_F(Session, UndoTakesTheLastVoteBack) {
+    VoteSession s = make();
+    EXPECT_ERROR(s.undo({{"pair_id", "p0"}}), "give consent first");
+    s.consent({{"participant", "ada"}, {"consent", true}, {"human_attestation", true}});
+    EXPECT_ERROR(s.undo({{"pair_id", "p0"}}), "no vote to take back");
+    EXPECT_TRUE(s.state()["last"].is_null());
+    s.vote({{"pair_id", "p0"}, {"choice", "a"}});
+    json st = s.vote({{"pair_id", "p1"}, {"choice", "b"}});
+    EXPECT_EQ(st["last"], json({{"pair_id", "p1"}, {"choice", "b"}}));
+    EXPECT_ERROR(s.undo({{"pair_id", "p0"}}), "pair 'p0' is not the last vote ('p1')");
+    EXPECT_ERROR(s.undo({{"pair_id", 3}}), "pair_id must be a string");
+    st = s.undo({{"pair_id", "p1"}});
+    EXPECT_EQ(st["voted"], 1);
+    EXPECT_EQ(st["withdrawn"], 1);
+    EXPECT_EQ(st["pair"]["id"], "p1");  // offered again
+    EXPECT_EQ(st["last"]["pair_id"], "p0");
+    st = s.undo({{"pair_id", "p0"}});  // Back twice
+    EXPECT_EQ(st["pair"]["id"], "p0");
+    s.vote({{"pair_id", "p0"}, {"choice", "tie"}});
+    const VoteFile f = parse_votes(read_file(out), out.string());
+    ASSERT_EQ(f.votes.size(), 1u);
+    EXPECT_EQ(f.votes[0].choice, VoteChoice::tie);
+    ASSERT_EQ(f.withdrawn.size(), 2u);  // nothing is lost: both, newest last
+    EXPECT_EQ(f.withdrawn[0].vote.pair_id, "p1");
+    EXPECT_EQ(f.withdrawn[0].vote.choice, VoteChoice::b);
+    EXPECT_EQ(f.withdrawn[1].vote.pair_id, "p0");
+    EXPECT_TRUE(is_utc_timestamp(f.withdrawn[1].withdrawn_at));
+    // a new session on the file continues with the withdrawn votes kept
+    VoteSession again = make();
+    EXPECT_EQ(again.state()["withdrawn"], 2);
+    EXPECT_EQ(again.state()["pair"]["id"], "p1");
+    again.vote({{"pair_id", "p1"}, {"choice", "a"}});
+    EXPECT_EQ(parse_votes(read_file(out), out.string()).withdrawn.size(), 2u);
+}
+
+// The state splits a corpus-shaped prompt into its case reference and the
+// situation; it carries the guide text (the default, or the session's own).
+TEST_F(Session, StateShowsTheSituationAndTheGuide) {
+    EXPECT_EQ(make().state()["guide"], kDefaultVoteGuide);  // (writes nothing before consent)
+    json cj = candidates_json(2);
+    cj["pairs"][0]["prompt"] = "Case OH042, message 3. Source: chat. The screen is dark. Give one step.";
+    const std::string bytes = cj.dump();
+    VoteSession s(parse_candidates(bytes, "c.json"), sha256_hex(bytes), out, "Prefer the clearer answer.");
+    EXPECT_EQ(s.state()["guide"], "Prefer the clearer answer.");
+    const json pair = s.consent({{"participant", "ada"}, {"consent", true}, {"human_attestation", true}})["pair"];
+    EXPECT_EQ(pair["reference"], "Case OH042, message 3. Source: chat.");
+    EXPECT_EQ(pair["situation"], "The screen is dark. Give one step.");
+    EXPECT_EQ(pair["prompt"], cj["pairs"][0]["prompt"]);
+}
+
+TEST_F(Session, GuideFileRules) {
+    const fs::path g = dir / "guide.txt";
+    write_file_atomic(g, "Line one.\r\nLine two: ünïcode.\n", Overwrite::replace);
+    EXPECT_EQ(read_vote_guide(g), "Line one.\r\nLine two: ünïcode.\n");
+    write_file_atomic(g,
+                      "ok\nbad\x07"
+                      "bell\n",
+                      Overwrite::replace);
+    EXPECT_ERROR(read_vote_guide(g), "guide.txt: line 2 must be printable UTF-8 text");
+    write_file_atomic(g, " \n\n", Overwrite::replace);
+    EXPECT_ERROR(read_vote_guide(g), "the guide is empty");
+    write_file_atomic(g, std::string(kMaxVoteGuideBytes + 1, 'x'), Overwrite::replace);
+    EXPECT_ERROR(read_vote_guide(g), "over its limit of 16384");
+    EXPECT_ERROR(read_vote_guide(dir / "missing.txt"), "missing.txt");
 }
 
 TEST_F(Session, RefusesAnotherCandidateFile) {
@@ -359,6 +516,21 @@ TEST_F(Session, HttpRoutesAndGuards) {
     v = handle_vote_request(s, req("POST", "/api/vote", host, R"({"pair_id":"p0","choice":"a"})"), 8000);
     EXPECT_EQ(v.status, 200);
     EXPECT_EQ(json::parse(v.body)["voted"], 1);
+    // Back: a POST like the others, guarded the same way
+    EXPECT_EQ(handle_vote_request(s, req("GET", "/api/undo", host), 8000).status, 405);
+    EXPECT_EQ(handle_vote_request(s, req("POST", "/api/undo", host, R"({"pair_id":"p0"})", "text/plain"), 8000).status,
+              415);
+    EXPECT_EQ(
+        handle_vote_request(
+            s, req("POST", "/api/undo", host, R"({"pair_id":"p0"})", "application/json", "http://evil.example"), 8000)
+            .status,
+        403);
+    v = handle_vote_request(s, req("POST", "/api/undo", host, R"({"pair_id":"p9"})"), 8000);
+    EXPECT_EQ(v.status, 409);
+    v = handle_vote_request(s, req("POST", "/api/undo", host, R"({"pair_id":"p0"})"), 8000);
+    EXPECT_EQ(v.status, 200) << v.body;
+    EXPECT_EQ(json::parse(v.body)["voted"], 0);
+    EXPECT_EQ(json::parse(v.body)["withdrawn"], 1);
 }
 
 // ---- hostile input: names, duplicate headers, content types, fetch metadata ----
