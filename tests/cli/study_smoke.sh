@@ -85,7 +85,10 @@ assert "[step 8/27 replicate 0 reward continuous] reward continuous " in log, "p
 assert "== step 19/27 replicate 1 sft continuous" in log, "no step header for replicate 1"
 print("study smoke: summary ok,", len(summary), "lines")
 PY
-"$BIN" run --help | grep -q "reward-test" || { echo "run --help does not list the steps"; exit 1; }
+# (through a file: grep -q would stop reading early, and pipefail count the help's SIGPIPE)
+"$BIN" run --help > "$WORK/help"
+grep -q "reward-test" "$WORK/help" || { echo "run --help does not list the steps"; exit 1; }
+grep -q -- "--until STAGE" "$WORK/help" || { echo "run --help does not list --until"; exit 1; }
 # The report, loaded by a real headless browser: the plots are in its DOM.
 chromium --headless --no-sandbox --disable-gpu --dump-dom "file://$RUN/report.html" 2>/dev/null > "$WORK/dom.html"
 for plot in plot-overoptimisation plot-sft-loss plot-judge-loss plot-ppo-score plot-ppo-rlhf-reward \
