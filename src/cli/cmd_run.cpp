@@ -155,7 +155,7 @@ size_t stage_rank(const std::string& stage) {
 
 std::string until_option(const Args& args) {
     if (!args.has("until")) return "";
-    const std::string u = args.get("until");
+    std::string u = args.get("until");
     std::string expected;
     for (size_t i = 0; i + 2 < kStudyStages.size(); ++i) expected += (i ? ", " : "") + kStudyStages[i];
     for (size_t i = 0; i + 2 < kStudyStages.size(); ++i)
@@ -177,7 +177,7 @@ json feedback_option(const Args& args, const json& state, const RunLayout& run, 
     votes.insert(votes.end(), more.begin(), more.end());
     if (votes.empty() && (args.has("candidates") || args.has("feedback-kind")))
         fail("--candidates and --feedback-kind go with --votes FILE... (the judge from votes)");
-    const json recorded = state["options"].value("feedback", json());
+    json recorded = state["options"].value("feedback", json());
     bool judge_done = true;
     std::string started;  // a finished reward step, if any
     for (const auto& [name, s] : state["steps"].items())

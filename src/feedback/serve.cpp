@@ -562,7 +562,7 @@ std::string read_vote_guide(const fs::path& path) {
     const std::string where = "--guide " + path.string();
     if (std::error_code ec; fs::file_size(path, ec) > kMaxVoteGuideBytes && !ec)
         fail(where, ": the guide is ", fs::file_size(path), " bytes, over its limit of ", kMaxVoteGuideBytes);
-    const std::string text = read_file(path);
+    std::string text = read_file(path);
     if (text.size() > kMaxVoteGuideBytes)
         fail(where, ": the guide is ", text.size(), " bytes, over its limit of ", kMaxVoteGuideBytes);
     // Lines of printable UTF-8; a line may end in CR LF.
