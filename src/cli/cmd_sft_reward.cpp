@@ -1,10 +1,11 @@
-// cmd_sft_reward.cpp — `ppolab sft`, `ppolab reward`, `ppolab reward-test`,
-// `ppolab resume-check` (SPEC §3, §6).
+// cmd_sft_reward.cpp — the supervised stages `ppolab sft`, `ppolab reward`,
+// `ppolab dpo`, and `ppolab reward-test`, `ppolab resume-check` (SPEC §3, §6, §12).
 #include <cstdio>
 
 #include "cli/command.h"
 #include "cli/stage_options.h"
 #include "training/config_types.h"
+#include "training/dpo.h"
 #include "training/feedback_stage.h"
 #include "training/resume_check.h"
 #include "training/reward_model.h"
@@ -14,13 +15,15 @@
 
 namespace ppolab::cli {
 
-// `stage` is "sft" or "reward" (the judge from the corpus pairs).
+// `stage` is "sft", "reward" (the judge from the corpus pairs) or "dpo".
 static int run_supervised(const Args& args, const std::string& stage) {
     args.allow_only(with_stage_options({"mode"}));
     StageOptions o = stage_options(args);
     const StageMode mode = parse_stage_mode(args.get("mode", "continuous"));
     Study study = Study::open(o.config, o.run, o.model, stage, StageScope::learn);
-    json report = stage == "sft" ? run_sft(study, mode) : run_reward_model(study, mode);
+    json report = stage == "sft"   ? run_sft(study, mode)
+                  : stage == "dpo" ? run_dpo(study, mode)
+                                   : run_reward_model(study, mode);
     const json& last = report["validation_history"].empty() ? json() : report["validation_history"].back();
     std::printf("%s %s: %lld updates in %.1f s (%.3f s/update); validation %s\n", stage.c_str(), stage_mode_name(mode),
                 static_cast<long long>(report["updates"].get<int64_t>()), report["seconds"].get<double>(),
@@ -28,6 +31,12 @@ static int run_supervised(const Args& args, const std::string& stage) {
     std::printf("wrote %s\n", study.run.report(stage, stage_mode_name(mode)).c_str());
     return 0;
 }
+
+static Command dpo_cmd(
+    "dpo",
+    "dpo --run DIR [--mode interrupt|continuous|resume] [--preset P] [--set k=v]  DPO from SFT on the train pairs "
+    "(reference: the frozen SFT)",
+    {}, [](const Args& a) { return run_supervised(a, "dpo"); });
 
 static Command sft_cmd(
     "sft", "sft --run DIR [--mode interrupt|continuous|resume] [--preset P] [--set k=v]  supervised fine-tuning (LoRA)",
@@ -96,7 +105,8 @@ static Command reward_test_cmd(
 
 static Command resume_check_cmd(
     "resume-check",
-    "resume-check sft|reward|ppo --run DIR [--replicate K]   bitwise comparison of continuous and resumed states\n"
+    "resume-check sft|reward|ppo|dpo --run DIR [--replicate K]   bitwise comparison of continuous and resumed "
+    "states\n"
     "                            | resume-check --states A.state.gz B.state.gz   the same for any two state files",
     {"states"}, [](const Args& args) {
         if (args.has("states")) {
@@ -113,10 +123,10 @@ static Command resume_check_cmd(
             return r["status"] == "PASS" ? 0 : 1;
         }
         args.allow_only({"run", "replicate"});
-        if (args.positional().size() != 1) fail("resume-check needs one stage: sft, reward or ppo");
+        if (args.positional().size() != 1) fail("resume-check needs one stage: sft, reward, ppo or dpo");
         const std::string stage = args.positional()[0];
-        if (stage != "sft" && stage != "reward" && stage != "ppo")
-            fail("resume-check: stage must be sft, reward or ppo; got '", stage, "'");
+        if (stage != "sft" && stage != "reward" && stage != "ppo" && stage != "dpo")
+            fail("resume-check: stage must be sft, reward, ppo or dpo; got '", stage, "'");
         RunLayout run{args.get("run", "runs/default")};
         if (args.has("replicate")) {
             const int64_t k = args.get_int("replicate", 0);

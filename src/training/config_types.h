@@ -182,6 +182,21 @@ struct JudgeConfig {
     PPOLAB_JUDGE_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
+// dpo: Direct Preference Optimisation of a policy from SFT on the train
+// pairs, the frozen SFT as reference (SPEC §12, a baseline to PPO).
+#define PPOLAB_DPO_FIELDS(X)                                                                                   \
+    X(int64_t, epochs, "epochs", field::count(1), "passes over the training pairs")                            \
+    X(int64_t, pairs_per_update, "pairs per update", field::count(1), "pairs whose gradients make one update") \
+    X(double, lr, "learning rate", field::above(0, kConfigInf), "peak learning rate")                          \
+    PPOLAB_OPTIMISER_FIELDS(X)                                                                                 \
+    X(double, beta, "coefficient", field::above(0, kConfigInf),                                                \
+      "β of the DPO loss: the strength of the implicit KL to the reference (its inverse temperature)")         \
+    X(int64_t, sampler_seed, "seed", field::any(), "seed of the pair order")                                   \
+    X(int64_t, interrupt_epoch, "epochs", field::count(0), "epoch after which `--mode interrupt` stops")
+struct DpoConfig {
+    PPOLAB_DPO_FIELDS(PPOLAB_CONFIG_MEMBER)
+};
+
 // ppo: PPO of the actor and critic against the judge (SPEC §4–§5).
 #define PPOLAB_PPO_FIELDS(X)                                                                                           \
     X(int64_t, iterations, "iterations", field::count(1), "rollout-and-update iterations")                             \
@@ -297,6 +312,7 @@ struct StudyConfig {
     SftConfig sft;
     JudgeConfig reward;
     PpoConfig ppo;
+    DpoConfig dpo;
     EvaluationConfig evaluation;
     FeedbackConfig feedback;
     CheckpointConfig checkpoint;

@@ -30,4 +30,20 @@ double bradley_terry_loss(const float* chosen, const float* rejected, int64_t n,
     return total / static_cast<double>(n);
 }
 
+double dpo_loss(const double* pc, const double* pr, const double* rc, const double* rr, int64_t n, double beta,
+                double* dchosen, double* drejected, DpoPairTerms* terms) {
+    double total = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        const double chosen = beta * (pc[i] - rc[i]), rejected = beta * (pr[i] - rr[i]);
+        const double z = chosen - rejected;
+        total += softplus(-z);
+        // d/dz softplus(−z) = −σ(−z); dz/dπ_c = β, dz/dπ_r = −β
+        const double g = -sigmoid(-z) * beta / static_cast<double>(n);
+        if (dchosen) dchosen[i] = g;
+        if (drejected) drejected[i] = -g;
+        if (terms) terms[i] = {chosen, rejected, z};
+    }
+    return total / static_cast<double>(n);
+}
+
 }  // namespace ppolab

@@ -1,5 +1,5 @@
-// losses.h — the two supervised losses of the study (SPEC §3), each with its
-// gradient, as small pure functions.
+// losses.h — the supervised losses of the study (SPEC §3) and DPO's (§12),
+// each with its gradient, as small pure functions.
 #pragma once
 #include <cstdint>
 
@@ -16,5 +16,20 @@ double sft_token_loss(const float* logp, const uint8_t* response_mask, int64_t n
 // over n pairs (computed as softplus(−margin), stable for any margin).
 // dchosen, drejected (n) receive the gradients (may be nullptr).
 double bradley_terry_loss(const float* chosen, const float* rejected, int64_t n, float* dchosen, float* drejected);
+
+// DPO (Rafailov et al. 2023) over n pairs, from the summed response
+// log-probabilities (EOS included) of the policy π and the frozen reference
+// ρ for the chosen (c) and rejected (r) response of each pair:
+//   z_i = β [(π_c − ρ_c) − (π_r − ρ_r)],   loss = mean_i softplus(−z_i)
+// (= −mean log σ(z_i)); ∂loss/∂π_c = −β σ(−z_i)/n, ∂loss/∂π_r = +β σ(−z_i)/n,
+// the reference gets none. At β → 0 or y_c = y_r the loss is log 2. The
+// implicit rewards β(π − ρ) of each answer (and z, their margin) are what the
+// stage logs. Outputs may be nullptr; n ≥ 1, β > 0.
+struct DpoPairTerms {
+    double chosen_reward = 0, rejected_reward = 0, margin = 0;  // β(π_c − ρ_c), β(π_r − ρ_r), z
+};
+double dpo_loss(const double* policy_chosen, const double* policy_rejected, const double* reference_chosen,
+                const double* reference_rejected, int64_t n, double beta, double* dchosen, double* drejected,
+                DpoPairTerms* terms);
 
 }  // namespace ppolab

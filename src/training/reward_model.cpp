@@ -84,30 +84,12 @@ private:
     Scorer scorer_;
 };
 
-std::vector<SupervisedExample> encode_pairs(const Study& s, const std::vector<PreferencePair>& pairs) {
-    std::vector<SupervisedExample> out;
-    for (const PreferencePair& p : pairs)
-        out.push_back({p.id, s.encode_row(p.prompt, p.chosen), s.encode_row(p.prompt, p.rejected)});
-    return out;
-}
-
 std::vector<SupervisedExample> encode_votes(const Study& s, const std::vector<VotePair>& pairs) {
     std::vector<SupervisedExample> out;
     for (const VotePair& p : pairs) {
         const std::vector<int32_t> prompt = s.encode_prompt(p.prompt);
         out.push_back({p.id, ScoringRow{prompt, p.chosen}, ScoringRow{prompt, p.rejected}});
     }
-    return out;
-}
-
-json pairs_data_identity(const Study& s, const Manifest& m) {
-    json out = json::object();
-    for (const std::string f : {"learn/train_pairs.jsonl", "learn/validation_pairs.jsonl"}) {
-        auto it = m.files.find(f);
-        if (it == m.files.end()) fail(s.run.corpus().string(), "/manifest.json: no entry for ", f);
-        out[f] = it->second.sha256;
-    }
-    out["manifest_sha256"] = sha256_hex(s.reader().read(s.run.corpus() / "manifest.json"));
     return out;
 }
 

@@ -6,7 +6,7 @@
 //                              (config.json, model.safetensors, tokenizer.json,
 //                              generation_config.json) + pretrain.json
 //   RUN/base.checkpoints/      pretrain.state.gz while pretraining runs (crash safety)
-//   RUN/sft/ RUN/reward/ RUN/ppo/
+//   RUN/sft/ RUN/reward/ RUN/ppo/ RUN/dpo/
 //       <mode>.state.gz        resume state after --mode interrupt|continuous|resume
 //       <mode>.json            stage report of that mode (identity, history, seconds…)
 //       checkpoints/           <mode>.state.gz: periodic resume checkpoints while
@@ -67,7 +67,7 @@ struct RunLayout {
     std::filesystem::path config() const { return root / "config.json"; }
     std::filesystem::path corpus() const { return study() / "corpus"; }
     std::filesystem::path base() const { return (own_base ? root : study()) / "base"; }
-    std::filesystem::path stage(const std::string& name) const { return root / name; }  // sft|reward|ppo
+    std::filesystem::path stage(const std::string& name) const { return root / name; }  // sft|reward|ppo|dpo
     std::filesystem::path state(const std::string& stage_name, const std::string& mode) const {
         return stage(stage_name) / (mode + ".state.gz");
     }

@@ -51,9 +51,9 @@ Study Study::open(const json& config, const RunLayout& run, const std::optional<
     // Learning stages read their own outputs; evaluation's generation reads
     // the policies and the judge, and writes eval/. Neither reads the other's.
     if (scope == StageScope::learn)
-        for (const char* own : {"sft", "reward", "ppo"}) roots.push_back(s.run.stage(own));
+        for (const char* own : {"sft", "reward", "ppo", "dpo"}) roots.push_back(s.run.stage(own));
     if (scope == StageScope::eval)
-        for (const char* own : {"sft", "reward", "ppo", "eval"}) roots.push_back(s.run.stage(own));
+        for (const char* own : {"sft", "reward", "ppo", "dpo", "eval"}) roots.push_back(s.run.stage(own));
     s.reader_.emplace(stage, roots);
     // The model folder itself must not lead into held-out data (a symlink
     // into gold/, say): resolve it through the guard before loading.

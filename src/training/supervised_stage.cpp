@@ -10,6 +10,7 @@
 #include "training/study_config.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/sha256.h"
 
 namespace ppolab {
 
@@ -22,6 +23,24 @@ void check_limits(const Study& s, const std::vector<SupervisedExample>& rows, bo
             fail("example ", e.id, ": ", err.what());
         }
     }
+}
+
+std::vector<SupervisedExample> encode_pairs(const Study& s, const std::vector<PreferencePair>& pairs) {
+    std::vector<SupervisedExample> out;
+    for (const PreferencePair& p : pairs)
+        out.push_back({p.id, s.encode_row(p.prompt, p.chosen), s.encode_row(p.prompt, p.rejected)});
+    return out;
+}
+
+json pairs_data_identity(const Study& s, const Manifest& m) {
+    json out = json::object();
+    for (const std::string f : {"learn/train_pairs.jsonl", "learn/validation_pairs.jsonl"}) {
+        auto it = m.files.find(f);
+        if (it == m.files.end()) fail(s.run.corpus().string(), "/manifest.json: no entry for ", f);
+        out[f] = it->second.sha256;
+    }
+    out["manifest_sha256"] = sha256_hex(s.reader().read(s.run.corpus() / "manifest.json"));
+    return out;
 }
 
 SupervisedSettings SupervisedSettings::read(const StudyConfig& cfg, const std::string& stage) {
@@ -42,8 +61,11 @@ SupervisedSettings SupervisedSettings::read(const StudyConfig& cfg, const std::s
     } else if (stage == "reward") {
         common(cfg.reward);
         s.per_update = cfg.reward.pairs_per_update;
+    } else if (stage == "dpo") {
+        common(cfg.dpo);
+        s.per_update = cfg.dpo.pairs_per_update;
     } else {
-        fail("supervised stage must be sft or reward, got '", stage, "'");
+        fail("supervised stage must be sft, reward or dpo, got '", stage, "'");
     }
     s.beta1 = cfg.adamw.beta1;
     s.beta2 = cfg.adamw.beta2;

@@ -1,5 +1,5 @@
-// supervised_stage.h — what the two supervised stages before PPO share
-// (SPEC §3, §6): SFT (sft.h) and the judge (reward_model.h) each supply their
+// supervised_stage.h — what the supervised stages share (SPEC §3, §6, §12):
+// SFT (sft.h), the judge (reward_model.h) and DPO (dpo.h) each supply their
 // examples and an objective (loss and gradient of one group, validation);
 // train_supervised runs the epochs — seeded permutation per epoch, groups of
 // `per_update` examples, clip, AdamW, the schedule — with mid-epoch and
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "data/corpus.h"
 #include "model/scoring.h"
 #include "training/roles.h"
 #include "training/stage_lifecycle.h"
@@ -35,6 +36,12 @@ struct SupervisedExample {
 // truncated (Error naming the example). `pairs`: check `second` too.
 void check_limits(const Study& study, const std::vector<SupervisedExample>& rows, bool pairs);
 
+// The corpus's preference pairs as examples (first: chosen, second:
+// rejected), and the identity of the pair files they came from (the judge's
+// and DPO's data block).
+std::vector<SupervisedExample> encode_pairs(const Study& study, const std::vector<PreferencePair>& pairs);
+json pairs_data_identity(const Study& study, const Manifest& manifest);
+
 // The loss of one stage on the role it trains.
 class SupervisedObjective {
 public:
@@ -49,9 +56,9 @@ public:
     virtual json validate(const std::vector<SupervisedExample>& rows) = 0;
 };
 
-// The stage's settings, read once from the typed config (`sft` or `reward`).
+// The stage's settings, read once from the typed config (`sft`, `reward` or `dpo`).
 struct SupervisedSettings {
-    int64_t per_update = 0;  // sft.accumulation | reward.pairs_per_update
+    int64_t per_update = 0;  // sft.accumulation | reward.pairs_per_update | dpo.pairs_per_update
     int64_t epochs = 0;
     int64_t interrupt_epoch = 0;
     double lr = 0, warmup_ratio = 0, min_lr_ratio = 0, weight_decay = 0, clip = 0;

@@ -1,4 +1,4 @@
-// The two supervised losses against hand computations (SPEC §3).
+// The supervised losses (SPEC §3) and DPO's (§12) against hand computations.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,4 +64,50 @@ TEST(BradleyTerry, GradientMatchesFiniteDifferences) {
             (2.0 * h);
         EXPECT_NEAR(dc[i], fd, 1e-5);
     }
+}
+
+// DPO by hand. Pair 0: π_c − ρ_c = 1, π_r − ρ_r = −1, β = 0.5 → z = 0.5·2 = 1,
+// loss softplus(−1) = log(1 + e^−1); ∂/∂π_c = −β σ(−1)/n. Pair 1: the
+// policy prefers the rejected answer, z = 0.5·(0 − 2) = −1, softplus(1).
+TEST(Dpo, HandCase) {
+    const double pc[] = {-3.0, -5.0}, pr[] = {-6.0, -2.0}, rc[] = {-4.0, -5.0}, rr[] = {-5.0, -4.0};
+    double dc[2], dr[2];
+    DpoPairTerms t[2];
+    const double loss = dpo_loss(pc, pr, rc, rr, 2, 0.5, dc, dr, t);
+    const double s1 = 1.0 / (1.0 + std::exp(1.0));  // σ(−1)
+    EXPECT_NEAR(loss, (std::log1p(std::exp(-1.0)) + std::log1p(std::exp(1.0))) / 2, 1e-15);
+    EXPECT_NEAR(dc[0], -0.5 * s1 / 2, 1e-15);
+    EXPECT_NEAR(dr[0], 0.5 * s1 / 2, 1e-15);
+    EXPECT_NEAR(dc[1], -0.5 * (1 - s1) / 2, 1e-15);  // σ(1) = 1 − σ(−1)
+    EXPECT_NEAR(dr[1], 0.5 * (1 - s1) / 2, 1e-15);
+    EXPECT_DOUBLE_EQ(t[0].chosen_reward, 0.5);
+    EXPECT_DOUBLE_EQ(t[0].rejected_reward, -0.5);
+    EXPECT_DOUBLE_EQ(t[0].margin, 1.0);
+    EXPECT_DOUBLE_EQ(t[1].margin, -1.0);
+    EXPECT_EQ(dpo_loss(pc, pr, rc, rr, 2, 0.5, nullptr, nullptr, nullptr), loss);
+}
+
+// The policy equal to its reference (DPO's first update from SFT), β → 0 and
+// y_c = y_r all give log 2; β → 0 also takes the gradient to 0, and y_c = y_r
+// gives the two answers opposite gradients that cancel on the one sequence.
+TEST(Dpo, Log2CasesAndLimits) {
+    const double pc[] = {-3.0}, pr[] = {-7.0}, rc[] = {-1.0}, rr[] = {-9.0};
+    double dc, dr;
+    EXPECT_NEAR(dpo_loss(pc, pr, pc, pr, 1, 0.1, &dc, &dr, nullptr), std::log(2.0), 1e-15);  // π = ρ
+    EXPECT_NEAR(dc, -0.1 * 0.5, 1e-15);
+    EXPECT_NEAR(dr, 0.1 * 0.5, 1e-15);
+    for (double beta : {1e-3, 1e-6, 1e-9}) {
+        const double loss = dpo_loss(pc, pr, rc, rr, 1, beta, &dc, &dr, nullptr);
+        EXPECT_NEAR(loss, std::log(2.0), 10 * beta) << beta;  // |loss − log 2| ≤ β|Δ|/2 = 3β
+        EXPECT_LE(std::fabs(dc), beta) << beta;
+        EXPECT_EQ(dc, -dr);
+    }
+    // y_c = y_r: the same sums for both answers
+    EXPECT_NEAR(dpo_loss(pc, pc, rc, rc, 1, 0.7, &dc, &dr, nullptr), std::log(2.0), 1e-15);
+    EXPECT_EQ(dc + dr, 0.0);
+    // Far apart margins stay finite (softplus, not log(σ))
+    const double big_pc[] = {0.0}, big_pr[] = {-2000.0}, zero[] = {0.0};
+    EXPECT_NEAR(dpo_loss(big_pc, big_pr, zero, zero, 1, 1.0, &dc, nullptr, nullptr), 0.0, 1e-300);
+    EXPECT_NEAR(dpo_loss(big_pr, big_pc, zero, zero, 1, 1.0, &dc, nullptr, nullptr), 2000.0, 1e-9);
+    EXPECT_NEAR(dc, -1.0, 1e-15);
 }

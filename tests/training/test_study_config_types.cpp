@@ -105,18 +105,19 @@ TEST(StudyConfigTypes, EveryKeyHasAMeaningAndAUnit) {
 // replicates sections were added (new keys; no stage number changed), and
 // when the tiny preset's PPO learning rates were chosen on validation
 // prompts (scripts/sweep_validation.sh: actor 1.25e-4, critic 2.5e-4) and
-// the tiny preset's description said so.
+// the tiny preset's description said so, and when the dpo section was added
+// (new keys; no other number changed).
 TEST(StudyConfigTypes, PresetHashesArePinned) {
     const std::map<std::string, std::pair<std::string, std::string>> pinned = {
         {"tiny",
-         {"f782a9f1eade019815c291225ca55cb3e49df5cfb856fe2141c02b379c6b3433",
-          "dfb9c084f32cbd745083b9af62e9716339c99a70a9d98be10e741345317fc0f5"}},
+         {"53fbe085a21814c7ca31899f84751f225e8348098e01591d98c9ef04cba4170b",
+          "a00bff5fca7d103664a015cfb82967f67d186dd6b36c39fcd35f55ecf0c45b44"}},
         {"seed",
-         {"9523eb6aa904266d8e794e7355aba718e944896fbde48691120eaad98b5e5583",
-          "bc109da93577992e0125c546c45ad47a9d11465ac75c387ef28d20f170ca662a"}},
+         {"8714712688d4ac716ef82cd06b782e5f71afdce1ba2c54589c5b6560bc4d6959",
+          "55fb0bb8b8e11b18ea5be9021f1f5bc4422e75521c76cbbc16d96bab779f17ba"}},
         {"generic",
-         {"febf52ec9f05f8d278c7a5cca4b5341729b8fb7d6e09dac53bac9e4c67d366ff",
-          "abd966177e560aa04d484c572fe893099e8342ab272f94be1b61d676f0daa308"}},
+         {"47faa67d3d3a8a9b7c687b1cf1925dd98693312a42962276c0c8ff4275024e54",
+          "3a46fa014cc1eec937b75ac7e0fc340523f9286fcda1165c4eb988b04201d397"}},
     };
     for (const auto& [name, hashes] : pinned) {
         const json c = effective_config(name, {}, {});

@@ -1,0 +1,174 @@
+#include "training/dpo.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "data/corpus.h"
+#include "model/scoring.h"
+#include "training/losses.h"
+#include "training/roles.h"
+#include "training/study_config.h"
+#include "training/supervised_stage.h"
+#include "util/error.h"
+
+namespace ppolab {
+
+namespace {
+
+// Each row's summed response log-probability (the rows of batch b).
+std::vector<double> row_sums(const ScoringBatch& b, const std::vector<float>& logp) {
+    std::vector<double> sums(static_cast<size_t>(b.B), 0.0);
+    for (int64_t i = 0; i < b.B; ++i)
+        for (int64_t t = 0; t < b.T; ++t)
+            if (b.response_mask[i * b.T + t]) sums[static_cast<size_t>(i)] += logp[i * b.T + t];
+    return sums;
+}
+
+// Mean DPO loss over the pairs of a group; the policy learns, the reference
+// (the frozen SFT) only scores.
+class DpoObjective final : public SupervisedObjective {
+public:
+    DpoObjective(const Study& s, Role policy, Role reference, double beta, const FaultHooks& hooks)
+        : study_(s),
+          hooks_(hooks),
+          beta_(beta),
+          policy_(std::move(policy)),
+          reference_(std::move(reference)),
+          reference_identity_(reference_.learned_identity()),
+          model_(s.base, &policy_.lora),
+          reference_model_(s.base, &reference_.lora),
+          scorer_(model_),
+          reference_scorer_(reference_model_) {}
+    // The models point into the roles, the scorers into the models: never copied or moved.
+    DpoObjective(const DpoObjective&) = delete;
+    DpoObjective& operator=(const DpoObjective&) = delete;
+
+    Role& role() override { return policy_; }
+
+    // Error if the reference's adapters changed (they never should).
+    void check_reference_unchanged() {
+        if (reference_.learned_identity() != reference_identity_) fail("dpo: the frozen reference changed");
+    }
+
+    double loss_and_grad(const std::vector<const SupervisedExample*>& group, double& denominator, json& trace,
+                         const std::string& where, int64_t update) override {
+        // Rows [chosen 1..n, rejected 1..n]; each row's prompt is computed in its own row.
+        std::vector<ScoringRow> rows;
+        for (const SupervisedExample* e : group) rows.push_back(e->first);
+        for (const SupervisedExample* e : group) rows.push_back(e->second);
+        const int64_t n = static_cast<int64_t>(group.size());
+        denominator = static_cast<double>(n);
+        const ScoringBatch b = study_.batch(rows);
+        std::vector<float> logp(static_cast<size_t>(b.B * b.T)), ref(logp.size());
+        scorer_.response_logprobs(b, logp.data(), true);
+        reference_scorer_.response_logprobs(b, ref.data(), false);
+        if (hooks_.nonfinite("dpo", "loss", update)) logp[0] = std::numeric_limits<float>::quiet_NaN();
+        const std::vector<double> pi = row_sums(b, logp), rho = row_sums(b, ref);
+        check_finite(pi, where, "policy log-probability");
+        std::vector<double> dchosen(static_cast<size_t>(n)), drejected(static_cast<size_t>(n));
+        std::vector<DpoPairTerms> terms(static_cast<size_t>(n));
+        const double loss = dpo_loss(pi.data(), pi.data() + n, rho.data(), rho.data() + n, n, beta_, dchosen.data(),
+                                     drejected.data(), terms.data());
+        check_finite(loss, where, "loss (DPO)");
+        // ∂loss/∂logp of every response token of a row is that row's ∂loss/∂π.
+        std::vector<float> dlogp(logp.size(), 0.f);
+        for (int64_t i = 0; i < b.B; ++i) {
+            const double g = i < n ? dchosen[static_cast<size_t>(i)] : drejected[static_cast<size_t>(i - n)];
+            for (int64_t t = 0; t < b.T; ++t)
+                if (b.response_mask[i * b.T + t]) dlogp[i * b.T + t] = static_cast<float>(g);
+        }
+        scorer_.response_logprobs_backward(b, dlogp.data());
+        for (int64_t i = 0; i < n; ++i) {
+            const DpoPairTerms& t = terms[static_cast<size_t>(i)];
+            trace.push_back({{"id", group[static_cast<size_t>(i)]->id},
+                             {"chosen_reward", t.chosen_reward},
+                             {"rejected_reward", t.rejected_reward},
+                             {"margin", t.margin}});
+        }
+        return loss;
+    }
+
+    json validate(const std::vector<SupervisedExample>& rows) override {
+        const size_t chunk = 16;
+        double loss = 0, margin = 0, chosen = 0, rejected = 0;
+        int64_t correct = 0, ties = 0;
+        for (size_t i = 0; i < rows.size(); i += chunk) {
+            std::vector<ScoringRow> part;
+            const size_t end = std::min(rows.size(), i + chunk);
+            for (size_t j = i; j < end; ++j) part.push_back(rows[j].first);
+            for (size_t j = i; j < end; ++j) part.push_back(rows[j].second);
+            const int64_t n = static_cast<int64_t>(end - i);
+            const ScoringBatch b = study_.batch(part);
+            std::vector<float> logp(static_cast<size_t>(b.B * b.T)), ref(logp.size());
+            scorer_.response_logprobs(b, logp.data(), false);
+            reference_scorer_.response_logprobs(b, ref.data(), false);
+            const std::vector<double> pi = row_sums(b, logp), rho = row_sums(b, ref);
+            std::vector<DpoPairTerms> terms(static_cast<size_t>(n));
+            loss += dpo_loss(pi.data(), pi.data() + n, rho.data(), rho.data() + n, n, beta_, nullptr, nullptr,
+                             terms.data()) *
+                    static_cast<double>(n);
+            for (const DpoPairTerms& t : terms) {
+                correct += t.margin > 0;
+                ties += t.margin == 0;
+                margin += t.margin;
+                chosen += t.chosen_reward;
+                rejected += t.rejected_reward;
+            }
+        }
+        const double count = static_cast<double>(std::max<size_t>(rows.size(), 1));
+        return {{"pairs", rows.size()},
+                {"loss", loss / count},
+                {"reward_accuracy", static_cast<double>(correct) / count},
+                {"reward_ties", ties},
+                {"mean_margin", margin / count},
+                {"mean_chosen_reward", chosen / count},
+                {"mean_rejected_reward", rejected / count},
+                {"used_for_selection", false}};
+    }
+
+private:
+    const Study& study_;
+    const FaultHooks& hooks_;
+    double beta_;
+    Role policy_, reference_;
+    std::string reference_identity_;
+    Qwen2 model_, reference_model_;
+    Scorer scorer_, reference_scorer_;
+};
+
+}  // namespace
+
+json run_dpo(const Study& s, StageMode mode) {
+    const fs::path sft = s.run.final_dir("sft");
+    if (!fs::exists(sft / "learned.safetensors"))
+        fail("dpo: no SFT policy at ", sft.string(), " (run `ppolab sft --run RUN --mode continuous` first)");
+    StageLifecycle life(s.run, "dpo", mode);
+    const SupervisedSettings settings = SupervisedSettings::read(s.cfg, "dpo");
+
+    // 1. data: the corpus's train pairs (validation pairs for the per-epoch
+    //    loss), only learn/ (the guarded reader refuses anything else)
+    const fs::path corpus = s.run.corpus();
+    const Manifest manifest = load_manifest(s.reader(), corpus);
+    SupervisedData data;
+    data.rows = encode_pairs(s, load_pairs(s.reader(), corpus, PairSplit::train));
+    data.validation = encode_pairs(s, load_pairs(s.reader(), corpus, PairSplit::validation));
+    check_limits(s, data.rows, true);
+    check_limits(s, data.validation, true);
+
+    // 2. the roles: the policy starts as the SFT adapters, the reference is the frozen SFT
+    Role policy = load_role(sft, "dpo", RoleKind::policy, s);
+    Role reference = load_role(sft, "reference", RoleKind::policy, s);
+    data.initial_identity = policy.learned_identity();
+    data.data_identity = pairs_data_identity(s, manifest);
+    data.data_identity["reference_learned_identity"] = reference.learned_identity();
+    data.sampler_stream = 4;
+    data.denominator_kind = "pairs";
+    DpoObjective objective(s, std::move(policy), std::move(reference), s.cfg.dpo.beta, life.hooks());
+
+    // 3. the epochs, the exact state and the report
+    json report = train_supervised(s, life, settings, objective, data);
+    objective.check_reference_unchanged();
+    return report;
+}
+
+}  // namespace ppolab
