@@ -106,12 +106,13 @@ TEST(StudyConfigTypes, EveryKeyHasAMeaningAndAUnit) {
 // when the tiny preset's PPO learning rates were chosen on validation
 // prompts (scripts/sweep_validation.sh: actor 1.25e-4, critic 2.5e-4) and
 // the tiny preset's description said so, and when the dpo section was added
-// (new keys; no other number changed).
+// (new keys; no other number changed) with the tiny preset's dpo.lr chosen
+// on validation pairs (README, "When to use what").
 TEST(StudyConfigTypes, PresetHashesArePinned) {
     const std::map<std::string, std::pair<std::string, std::string>> pinned = {
         {"tiny",
-         {"53fbe085a21814c7ca31899f84751f225e8348098e01591d98c9ef04cba4170b",
-          "a00bff5fca7d103664a015cfb82967f67d186dd6b36c39fcd35f55ecf0c45b44"}},
+         {"c3a0a296f5a818ede3806088cf49c32550eb0a2a0289e3bfbae070257e1a3f5a",
+          "41e5f9255d0cbe445b97ea8fc323a45dfb338f667bc81dd9770735c5a573039d"}},
         {"seed",
          {"8714712688d4ac716ef82cd06b782e5f71afdce1ba2c54589c5b6560bc4d6959",
           "55fb0bb8b8e11b18ea5be9021f1f5bc4422e75521c76cbbc16d96bab779f17ba"}},
