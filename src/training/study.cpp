@@ -53,7 +53,7 @@ Study Study::open(const json& config, const RunLayout& run, const std::optional<
     if (scope == StageScope::learn)
         for (const char* own : {"sft", "reward", "ppo", "dpo"}) roots.push_back(s.run.stage(own));
     if (scope == StageScope::eval)
-        for (const char* own : {"sft", "reward", "ppo", "dpo", "eval"}) roots.push_back(s.run.stage(own));
+        for (const char* own : {"sft", "reward", "ppo", "eval"}) roots.push_back(s.run.stage(own));
     s.reader_.emplace(stage, roots);
     // The model folder itself must not lead into held-out data (a symlink
     // into gold/, say): resolve it through the guard before loading.
