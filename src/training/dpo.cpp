@@ -53,9 +53,7 @@ public:
     double loss_and_grad(const std::vector<const SupervisedExample*>& group, double& denominator, json& trace,
                          const std::string& where, int64_t update) override {
         // Rows [chosen 1..n, rejected 1..n]; each row's prompt is computed in its own row.
-        std::vector<ScoringRow> rows;
-        for (const SupervisedExample* e : group) rows.push_back(e->first);
-        for (const SupervisedExample* e : group) rows.push_back(e->second);
+        const std::vector<ScoringRow> rows = pair_rows(group);
         const int64_t n = static_cast<int64_t>(group.size());
         denominator = static_cast<double>(n);
         const ScoringBatch b = study_.batch(rows);
@@ -93,10 +91,8 @@ public:
         double loss = 0, margin = 0, chosen = 0, rejected = 0;
         int64_t correct = 0, ties = 0;
         for (size_t i = 0; i < rows.size(); i += chunk) {
-            std::vector<ScoringRow> part;
             const size_t end = std::min(rows.size(), i + chunk);
-            for (size_t j = i; j < end; ++j) part.push_back(rows[j].first);
-            for (size_t j = i; j < end; ++j) part.push_back(rows[j].second);
+            const std::vector<ScoringRow> part = pair_rows(rows, i, end);
             const int64_t n = static_cast<int64_t>(end - i);
             const ScoringBatch b = study_.batch(part);
             std::vector<float> logp(static_cast<size_t>(b.B * b.T)), ref(logp.size());

@@ -29,9 +29,7 @@ public:
 
     double loss_and_grad(const std::vector<const SupervisedExample*>& group, double& denominator, json& trace,
                          const std::string& where, int64_t update) override {
-        std::vector<ScoringRow> rows;
-        for (const SupervisedExample* e : group) rows.push_back(e->first);
-        for (const SupervisedExample* e : group) rows.push_back(e->second);
+        const std::vector<ScoringRow> rows = pair_rows(group);
         const int64_t n = static_cast<int64_t>(group.size());
         denominator = static_cast<double>(n);
         ScoringBatch b = study_.pair_batch(rows);  // each pair's prompt computed once
@@ -53,10 +51,8 @@ public:
         double loss = 0;
         int64_t correct = 0, ties = 0;
         for (size_t i = 0; i < rows.size(); i += chunk) {
-            std::vector<ScoringRow> part;
             const size_t end = std::min(rows.size(), i + chunk);
-            for (size_t j = i; j < end; ++j) part.push_back(rows[j].first);
-            for (size_t j = i; j < end; ++j) part.push_back(rows[j].second);
+            const std::vector<ScoringRow> part = pair_rows(rows, i, end);
             const int64_t n = static_cast<int64_t>(end - i);
             ScoringBatch b = study_.pair_batch(part);
             std::vector<float> scores(static_cast<size_t>(2 * n));

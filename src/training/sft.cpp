@@ -82,17 +82,6 @@ private:
     Scorer scorer_;
 };
 
-json sft_data_identity(const Study& s, const Manifest& m) {
-    json out = json::object();
-    for (const std::string f : {"learn/demonstrations.jsonl", "learn/validation_pairs.jsonl"}) {
-        auto it = m.files.find(f);
-        if (it == m.files.end()) fail(s.run.corpus().string(), "/manifest.json: no entry for ", f);
-        out[f] = it->second.sha256;
-    }
-    out["manifest_sha256"] = sha256_hex(s.reader().read(s.run.corpus() / "manifest.json"));
-    return out;
-}
-
 }  // namespace
 
 json run_sft(const Study& s, StageMode mode) {
@@ -113,7 +102,8 @@ json run_sft(const Study& s, StageMode mode) {
     // 2. the role: LoRA adapters on the base
     Role role = make_role(s, "sft", RoleKind::policy, s.cfg.seed(s.cfg.sft.adapter_seed));
     data.initial_identity = role.learned_identity();
-    data.data_identity = sft_data_identity(s, manifest);
+    data.data_identity =
+        corpus_files_identity(s, manifest, {"learn/demonstrations.jsonl", "learn/validation_pairs.jsonl"});
     data.sampler_stream = 1;
     data.denominator_kind = "active_response_tokens";
     SftObjective objective(s, std::move(role), life.hooks());

@@ -32,15 +32,32 @@ std::vector<SupervisedExample> encode_pairs(const Study& s, const std::vector<Pr
     return out;
 }
 
-json pairs_data_identity(const Study& s, const Manifest& m) {
+json corpus_files_identity(const Study& s, const Manifest& m, const std::vector<std::string>& files) {
     json out = json::object();
-    for (const std::string f : {"learn/train_pairs.jsonl", "learn/validation_pairs.jsonl"}) {
+    for (const std::string& f : files) {
         auto it = m.files.find(f);
         if (it == m.files.end()) fail(s.run.corpus().string(), "/manifest.json: no entry for ", f);
         out[f] = it->second.sha256;
     }
     out["manifest_sha256"] = sha256_hex(s.reader().read(s.run.corpus() / "manifest.json"));
     return out;
+}
+
+json pairs_data_identity(const Study& s, const Manifest& m) {
+    return corpus_files_identity(s, m, {"learn/train_pairs.jsonl", "learn/validation_pairs.jsonl"});
+}
+
+std::vector<ScoringRow> pair_rows(const std::vector<const SupervisedExample*>& pairs) {
+    std::vector<ScoringRow> rows;
+    for (const SupervisedExample* e : pairs) rows.push_back(e->first);
+    for (const SupervisedExample* e : pairs) rows.push_back(e->second);
+    return rows;
+}
+
+std::vector<ScoringRow> pair_rows(const std::vector<SupervisedExample>& pairs, size_t begin, size_t end) {
+    std::vector<const SupervisedExample*> part;
+    for (size_t j = begin; j < end; ++j) part.push_back(&pairs[j]);
+    return pair_rows(part);
 }
 
 SupervisedSettings SupervisedSettings::read(const StudyConfig& cfg, const std::string& stage) {

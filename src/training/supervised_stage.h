@@ -41,6 +41,12 @@ void check_limits(const Study& study, const std::vector<SupervisedExample>& rows
 // and DPO's data block).
 std::vector<SupervisedExample> encode_pairs(const Study& study, const std::vector<PreferencePair>& pairs);
 json pairs_data_identity(const Study& study, const Manifest& manifest);
+// The sha256 of each of `files` (corpus-relative) from the manifest, and the
+// manifest's own: a supervised stage's data block. Error naming a missing entry.
+json corpus_files_identity(const Study& study, const Manifest& manifest, const std::vector<std::string>& files);
+// The scoring rows of pairs in the Bradley–Terry order [first 1..n, second 1..n].
+std::vector<ScoringRow> pair_rows(const std::vector<const SupervisedExample*>& pairs);
+std::vector<ScoringRow> pair_rows(const std::vector<SupervisedExample>& pairs, size_t begin, size_t end);
 
 // The loss of one stage on the role it trains.
 class SupervisedObjective {

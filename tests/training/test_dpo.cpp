@@ -94,7 +94,7 @@ TEST(Dpo, ThreeModesResumeBitwiseAndLearnFromTheReference) {
 
     // Roles: the policy starts as SFT and changes; the reference is the frozen SFT.
     const Study s = Study::open(effective_config("tiny", {}, {"dpo.pairs_per_update=256"}), RunLayout{m.run},
-                                std::nullopt, "test", StageScope::eval);
+                                std::nullopt, "test", StageScope::learn);  // the learning stages read dpo/
     Role sft = load_role(m.run / "sft" / "final", "sft", RoleKind::policy, s);
     EXPECT_EQ(r["initial_learned_identity"], sft.learned_identity());
     EXPECT_EQ(r["identity"]["data"]["reference_learned_identity"], sft.learned_identity());
