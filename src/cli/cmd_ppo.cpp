@@ -3,6 +3,7 @@
 
 #include "cli/command.h"
 #include "cli/stage_options.h"
+#include "training/config_types.h"
 #include "training/metric_names.h"
 #include "training/ppo.h"
 
@@ -10,12 +11,14 @@ namespace ppolab::cli {
 
 static Command ppo_cmd("ppo",
                        "ppo --run DIR [--mode interrupt|continuous|resume] [--preset P] [--set ppo.iterations=N]  PPO "
-                       "against the frozen judge",
+                       "against the frozen judge (with a design switch on, e.g. --set ppo.whiten_advantages=true: "
+                       "RUN/ppo-whiten)",
                        {}, [](const Args& args) {
                            args.allow_only(with_stage_options({"mode"}));
                            StageOptions o = stage_options(args);
                            const StageMode mode = parse_stage_mode(args.get("mode", "continuous"));
-                           Study study = Study::open(o.config, o.run, o.model, "ppo", StageScope::learn);
+                           const std::string stage = PpoSettings::read(StudyConfig::parse(o.config)).stage();
+                           Study study = Study::open(o.config, o.run, o.model, stage, StageScope::learn);
                            json r = run_ppo(study, mode);
                            const json& last = r["history"].empty() ? json() : r["history"].back();
                            std::printf("ppo %s: %lld iterations, %lld updates per optimiser in %.1f s\n",
@@ -28,7 +31,7 @@ static Command ppo_cmd("ppo",
                                            last[metric::kValueLoss].get<double>(),
                                            last[metric::kClipFraction].get<double>());
                            std::printf("seconds per phase: %s\nwrote %s\n", r["seconds_per_phase"].dump().c_str(),
-                                       study.run.report("ppo", stage_mode_name(mode)).c_str());
+                                       study.run.report(r["stage"].get<std::string>(), stage_mode_name(mode)).c_str());
                            return 0;
                        });
 

@@ -9,6 +9,7 @@
 // checkpoint (training/crash_checkpoints.h) and replaces what the interrupted
 // attempt left unfinished. A finished run (RUN/results.json) is never
 // overwritten.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -43,8 +44,20 @@ struct Step {
 // Only the first chain proves exact resume (interrupt, continuous, resume
 // and the bitwise check of each stage); the others run each stage once,
 // continuously (the mode that writes final/).
+// The --set that turns on a PPO ablation's switch (PpoSettings::stage names the folder).
+std::string ablation_set(const std::string& ablation) {
+    if (ablation == "ppo-whiten") return "ppo.whiten_advantages=true";
+    if (ablation == "ppo-vclip") return "ppo.value_clipping=true";
+    if (ablation == "ppo-k3") return "ppo.kl_penalty=loss_k3";
+    fail("internal: no PPO ablation ", ablation);
+}
+
+// `compared`: the baselines of `run --compare` (dpo, rloo, grpo) and the
+// PPO ablations of `run --ablations` (ppo-whiten, ppo-vclip, ppo-k3), each
+// trained once, continuously, from the chain's SFT (and judge) after PPO.
 void chain_steps(std::vector<Step>& steps, const RunLayout& run, const std::string& R,
                  const std::vector<std::string>& chain, const std::string& prefix, bool proofs, bool pretrain,
+                 const std::vector<std::string>& compared,
                  const std::function<std::vector<std::string>(std::vector<std::string>)>& with) {
     auto in_chain = [&](std::vector<std::string> argv) {
         argv.insert(argv.end(), chain.begin(), chain.end());
@@ -73,6 +86,17 @@ void chain_steps(std::vector<Step>& steps, const RunLayout& run, const std::stri
         if (stage == "reward")
             steps.push_back({prefix + "reward-test", in_chain({"reward-test", "--run", R}), run.reward_test(), {}});
     }
+    for (const std::string& m : compared) {
+        // A baseline's command; a PPO ablation is `ppo` with its switch on (RUN/ppo-<switch>/).
+        std::vector<std::string> argv = {m, "--run", R, "--mode", "continuous"};
+        if (m.rfind("ppo-", 0) == 0) argv = {"ppo", "--run", R, "--mode", "continuous", "--set", ablation_set(m)};
+        steps.push_back(
+            {prefix + m + "-continuous",
+             in_chain(argv),
+             run.report(m, "continuous"),
+             {checkpoint_path(run.stage(m), "continuous"),
+              checkpoint_path(run.stage(m), "continuous").parent_path() / "continuous.report-extras.json"}});
+    }
     steps.push_back(
         {prefix + "evaluate", in_chain({"evaluate", "--run", R}), metrics_path(run, EvalSet::held_out), {}, true});
     steps.push_back({prefix + "overoptimisation",
@@ -83,7 +107,8 @@ void chain_steps(std::vector<Step>& steps, const RunLayout& run, const std::stri
     steps.push_back({prefix + "exercise", in_chain({"exercise", "--run", R}), run.exercise(), {}, true});
 }
 
-std::vector<Step> study_steps(const RunLayout& run, const json& config, const std::vector<std::string>& common) {
+std::vector<Step> study_steps(const RunLayout& run, const json& config, const std::vector<std::string>& common,
+                              const std::vector<std::string>& compared) {
     auto with = [&](std::vector<std::string> argv) {
         argv.insert(argv.end(), common.begin(), common.end());
         return argv;
@@ -100,14 +125,14 @@ std::vector<Step> study_steps(const RunLayout& run, const json& config, const st
                          run.pretrain_report(),
                          {pretrain_checkpoint_path(run.base())}});
     if (K == 1) {
-        chain_steps(steps, run, R, {}, "", true, false, with);
+        chain_steps(steps, run, R, {}, "", true, false, compared, with);
         steps.push_back({"findings", with({"findings", "--run", R}), run.findings(), {}, true});
         steps.push_back({"report", with({"report", "--run", R}), run.report_html(), {}, true});
         return steps;
     }
     for (int64_t k = 0; k < K; ++k)
         chain_steps(steps, RunLayout::replicate(run.root, k, own_bases), R, {"--replicate", std::to_string(k)},
-                    "replicate-" + std::to_string(k) + "/", k == 0, own_bases, with);
+                    "replicate-" + std::to_string(k) + "/", k == 0, own_bases, compared, with);
     steps.push_back({"findings", with({"findings", "--run", R}), run.findings(), {}, true});
     // The set's report: replicate 0's stages and the set's findings.
     steps.push_back({"report",
@@ -138,12 +163,44 @@ json read_or_null(const fs::path& p) { return fs::exists(p) ? read_json_file(p) 
 // The stages of the study in their order; a step belongs to one of them
 // ("replicate-1/resume-check-sft" and "sft-interrupt" to sft, "reward-test"
 // to reward). `run --until STAGE` stops before the first step of a later one.
-const std::vector<std::string> kStudyStages = {"prepare",  "pretrain",         "sft",      "reward",   "ppo",
-                                               "evaluate", "overoptimisation", "exercise", "findings", "report"};
+const std::vector<std::string> kStudyStages = {"prepare",  "pretrain", "sft",   "reward",   "ppo",
+                                               "dpo",      "rloo",     "grpo",  "evaluate", "overoptimisation",
+                                               "exercise", "findings", "report"};
+
+// `run --compare ppo,dpo,rloo,grpo,bon` (SPEC §12): the methods compared on
+// the same SFT, judge and held-out gold in every replicate. PPO and
+// best-of-n are always part of the study; the others add one step each per
+// chain. Returns the ones that add steps, in this order: dpo, rloo, grpo.
+std::vector<std::string> compare_option(const std::string& list) {
+    const std::vector<std::string> known = {"ppo", "dpo", "rloo", "grpo", "bon"};
+    std::vector<std::string> named;
+    size_t start = 0;
+    while (start <= list.size()) {
+        const size_t comma = std::min(list.find(',', start), list.size());
+        const std::string m = list.substr(start, comma - start);
+        if (std::find(known.begin(), known.end(), m) == known.end())
+            fail("--compare ", list, ": '", m,
+                 "' is not a method; expected a comma-separated list of ppo, dpo, rloo, "
+                 "grpo, bon");
+        if (std::find(named.begin(), named.end(), m) != named.end()) fail("--compare ", list, ": '", m, "' twice");
+        named.push_back(m);
+        start = comma + 1;
+    }
+    std::vector<std::string> steps;
+    for (const std::string& m : compared_methods())
+        if (std::find(named.begin(), named.end(), m) != named.end()) steps.push_back(m);
+    return steps;
+}
+
+// The PPO runs of `run --ablations`: each design switch of SPEC §12 on alone
+// (ppo_math.h 7–9), trained like the baselines.
+const std::vector<std::string> kAblations = {"ppo-whiten", "ppo-vclip", "ppo-k3"};
 
 std::string step_stage(const std::string& name) {
     std::string s = name.substr(name.find('/') == std::string::npos ? 0 : name.find('/') + 1);
     if (s.rfind("resume-check-", 0) == 0) return s.substr(13);
+    if (s.rfind("ppo-", 0) == 0 && s.find('-', 4) != std::string::npos)
+        return "ppo";  // an ablation: "ppo-k3-continuous"
     return s.substr(0, s.find('-'));
 }
 
@@ -321,7 +378,8 @@ json gather_results(const RunLayout& run, const json& config, const json& state,
     r["per_replicate"] = per;
     json findings = read_or_null(run.findings());
     if (!findings.is_null())
-        for (const char* k : {"confidence", "policies", "ppo_minus_sft", "verdict", "overoptimisation", "diagnostics"})
+        for (const char* k :
+             {"confidence", "policies", "ppo_minus_sft", "comparison", "verdict", "overoptimisation", "diagnostics"})
             if (findings.contains(k)) r[k] = findings[k];
     json seconds = json::object();
     for (const auto& [name, s] : state["steps"].items()) seconds[name] = s["seconds"];  // null: finished before a kill
@@ -332,14 +390,35 @@ json gather_results(const RunLayout& run, const json& config, const json& state,
         if (state["steps"].contains(s.name))
             order.push_back({{"step", s.name}, {"seconds", state["steps"][s.name]["seconds"]}});
     r["steps"] = order;
+    // run --compare: each method's training seconds per replicate (its continuous step; PPO's too).
+    if (r.contains("comparison")) {
+        json per_method = json::object();
+        for (const json& row : r["comparison"]["table"]) {
+            const std::string m = row["policy"].get<std::string>();
+            if (m == "bon") continue;
+            json per = json::array();
+            for (size_t k = 0; k < chains.size(); ++k) {
+                const std::string name =
+                    (chains.size() == 1 ? std::string() : "replicate-" + std::to_string(k) + "/") + m + "-continuous";
+                per.push_back(state["steps"].contains(name) ? state["steps"][name]["seconds"] : json());
+            }
+            per_method[m] = per;
+        }
+        r["comparison_seconds"] = {{"per_replicate", per_method},
+                                   {"note", "seconds of each method's continuous training step, per replicate"}};
+    }
     r["engine"] = dispatch_json(dispatch_report());
     return r;
 }
 
 int run_study(const Args& args) {
     args.allow_only({"preset", "config", "set", "model", "out", "resume", "replicates", "until", "votes", "candidates",
-                     "feedback-kind"});
+                     "feedback-kind", "compare", "ablations"});
     const std::string until = until_option(args);
+    // The methods compared, checked before the run folder is made.
+    std::vector<std::string> compared_now =
+        args.has("compare") ? compare_option(args.get("compare")) : std::vector<std::string>{};
+    if (args.has("ablations")) compared_now.insert(compared_now.end(), kAblations.begin(), kAblations.end());
     if (!args.has("votes") && !args.positional().empty())
         fail("unexpected argument '", args.positional().front(), "' (`ppolab run --help` lists the options)");
     if (args.has("votes") && !args.has("resume"))
@@ -373,7 +452,7 @@ int run_study(const Args& args) {
     json state;
     if (resuming) {
         state = read_json_file(state_path);
-        for (const char* o : {"preset", "config", "set", "model", "replicates"})
+        for (const char* o : {"preset", "config", "set", "model", "replicates", "compare", "ablations"})
             if (args.has(o)) fail("--resume continues with the recorded options; --", o, " cannot change them");
     } else {
         // --replicates K is replicates.count = K, after every --set.
@@ -383,6 +462,7 @@ int run_study(const Args& args) {
                      {"config", args.all("config")},
                      {"set", sets},
                      {"model", args.has("model") ? json(args.get("model")) : json()}};
+        if (args.has("compare") || args.has("ablations")) options["compare"] = compared_now;
         state = {{"format", "ppolab-run-state"}, {"options", options}, {"steps", json::object()}};
         write_json_atomic(state_path, state);
     }
@@ -405,7 +485,9 @@ int run_study(const Args& args) {
     }
 
     std::printf("%s", dispatch_text(dispatch_report()).c_str());
-    std::vector<Step> steps = study_steps(run, config, common);
+    const std::vector<std::string> compared =
+        options.contains("compare") ? options["compare"].get<std::vector<std::string>>() : std::vector<std::string>{};
+    std::vector<Step> steps = study_steps(run, config, common, compared);
     for (Step& s : steps)
         if (s.argv.front() == "reward") {
             const std::vector<std::string> f = feedback_args(feedback);
@@ -498,6 +580,13 @@ overoptimisation -> exercise in RUN/replicates/<k>/, chain k with study.seed + k
 chain 0 proves exact resume (interrupt, continuous, resume and the checks); the
 others run each stage once. Then findings (over all chains) and the report.
 
+With --compare ppo,dpo,rloo,grpo,bon every chain also trains DPO (from SFT on the
+train pairs), RLOO and GRPO (against the same frozen judge, no critic), once each,
+after PPO; evaluate scores them with SFT and PPO on the same held-out prompts, and
+findings puts them in one table (gold and proxy gains over SFT, exact KL, gold
+against PPO, each with its interval) beside best-of-n from the over-optimisation
+samples. PPO and best-of-n are always in the study.
+
 Presets (--preset):
   tiny     the default: a ~3 M-parameter Qwen2-architecture model ppolab pretrains
            itself; 5 replicates (about 15 minutes on 2 cores, see the README;
@@ -513,6 +602,10 @@ Options:
   --config F      a JSON overlay on the preset; --set key=value one key
                   (`ppolab config --preset P` prints every key)
   --model DIR     a Hugging Face Qwen2 folder (seed and generic presets)
+  --compare LIST  also train and compare these baselines (ppo,dpo,rloo,grpo,bon; above)
+  --ablations     also train PPO with each design switch on alone (advantage whitening,
+                  value clipping, k3 KL in the loss: RUN/ppo-whiten, ppo-vclip, ppo-k3)
+                  and compare them the same way
   --until STAGE   stop before the first step after STAGE's steps (prepare, pretrain,
                   sft, reward, ppo, evaluate, overoptimisation, exercise; with several
                   replicates, the first chain's); `--resume` goes on, --until again or not
@@ -536,9 +629,10 @@ Examples:
 
 static Command run_cmd(
     "run",
-    "run [--preset P] [--model DIR] [--out DIR] [--replicates K] [--config F] [--set k=v] [--until STAGE]\n"
+    "run [--preset P] [--model DIR] [--out DIR] [--replicates K] [--compare LIST] [--ablations] [--config F]\n"
+    "    [--set k=v] [--until STAGE]\n"
     "    | run --resume DIR [--until STAGE] [--votes FILE... --candidates FILE [--feedback-kind human|ai]]\n"
     "                            the whole study (default: embedded tiny model, runs/default)",
-    {}, run_study, kRunHelp);
+    {"ablations"}, run_study, kRunHelp);
 
 }  // namespace ppolab::cli

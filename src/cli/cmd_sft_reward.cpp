@@ -1,5 +1,6 @@
 // cmd_sft_reward.cpp — the supervised stages `ppolab sft`, `ppolab reward`,
 // `ppolab dpo`, and `ppolab reward-test`, `ppolab resume-check` (SPEC §3, §6, §12).
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/command.h"
@@ -105,7 +106,8 @@ static Command reward_test_cmd(
 
 static Command resume_check_cmd(
     "resume-check",
-    "resume-check sft|reward|ppo|dpo --run DIR [--replicate K]   bitwise comparison of continuous and resumed "
+    "resume-check sft|reward|ppo|dpo|rloo|grpo|ppo-<switch> --run DIR [--replicate K]   bitwise comparison of continuous and "
+    "resumed "
     "states\n"
     "                            | resume-check --states A.state.gz B.state.gz   the same for any two state files",
     {"states"}, [](const Args& args) {
@@ -123,10 +125,14 @@ static Command resume_check_cmd(
             return r["status"] == "PASS" ? 0 : 1;
         }
         args.allow_only({"run", "replicate"});
-        if (args.positional().size() != 1) fail("resume-check needs one stage: sft, reward, ppo or dpo");
+        const std::vector<std::string> stages = {"sft",  "reward",     "ppo",       "dpo",   "rloo",
+                                                 "grpo", "ppo-whiten", "ppo-vclip", "ppo-k3"};
+        std::string names;
+        for (const std::string& n : stages) names += (names.empty() ? "" : ", ") + n;
+        if (args.positional().size() != 1) fail("resume-check needs one stage: ", names);
         const std::string stage = args.positional()[0];
-        if (stage != "sft" && stage != "reward" && stage != "ppo" && stage != "dpo")
-            fail("resume-check: stage must be sft, reward, ppo or dpo; got '", stage, "'");
+        if (std::find(stages.begin(), stages.end(), stage) == stages.end())
+            fail("resume-check: stage must be one of ", names, "; got '", stage, "'");
         RunLayout run{args.get("run", "runs/default")};
         if (args.has("replicate")) {
             const int64_t k = args.get_int("replicate", 0);

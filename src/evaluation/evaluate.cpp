@@ -73,22 +73,36 @@ StageScope evaluation_generation_scope(EvalSet set) {
     return set == EvalSet::validation ? StageScope::learn : StageScope::eval;
 }
 
+const std::vector<std::string>& compared_methods() {
+    static const std::vector<std::string> methods = {"dpo", "rloo", "grpo", "ppo-whiten", "ppo-vclip", "ppo-k3"};
+    return methods;
+}
+
 std::vector<std::string> evaluation_policies(const RunLayout& run, EvalSet set) {
-    if (set == EvalSet::held_out) return {"sft", "ppo"};
-    // Development checks on the validation prompts (SPEC §7: base, SFT; and
-    // PPO, whose settings are chosen on them, scripts/sweep_validation.sh):
-    // the base, then each trained policy the run has.
-    std::vector<std::string> policies = {"base"};
-    if (fs::exists(run.final_dir("sft") / "learned.safetensors")) policies.push_back("sft");
-    if (fs::exists(run.final_dir("ppo") / "actor" / "learned.safetensors")) policies.push_back("ppo");
+    // Held out: SFT and PPO always (SPEC §7); development checks on the
+    // validation prompts (SPEC §7: base, SFT; and PPO, whose settings are
+    // chosen on them, scripts/sweep_validation.sh): the base, then each
+    // trained policy the run has. Then, in both, every baseline the run trained.
+    std::vector<std::string> policies;
+    if (set == EvalSet::held_out) {
+        policies = {"sft", "ppo"};
+    } else {
+        policies = {"base"};
+        if (fs::exists(run.final_dir("sft") / "learned.safetensors")) policies.push_back("sft");
+        if (fs::exists(run.final_dir("ppo") / "actor" / "learned.safetensors")) policies.push_back("ppo");
+    }
+    for (const std::string& m : compared_methods())
+        if (fs::exists(*policy_dir(run, m) / "learned.safetensors")) policies.push_back(m);
     return policies;
 }
 
 std::optional<fs::path> policy_dir(const RunLayout& run, const std::string& policy) {
     if (policy == "base") return std::nullopt;
-    if (policy == "sft") return run.final_dir("sft");
-    if (policy == "ppo") return run.final_dir("ppo") / "actor";
-    fail("evaluate: unknown policy '", policy, "' (expected base, sft or ppo)");
+    if (policy == "sft" || policy == "dpo") return run.final_dir(policy);
+    for (const char* online : {"ppo", "rloo", "grpo", "ppo-whiten", "ppo-vclip", "ppo-k3"})
+        if (policy == online) return run.final_dir(policy) / "actor";
+    fail("evaluate: unknown policy '", policy,
+         "' (expected base, sft, ppo, dpo, rloo, grpo, ppo-whiten, ppo-vclip or ppo-k3)");
 }
 
 fs::path generations_path(const RunLayout& run, EvalSet set, const std::string& policy) {

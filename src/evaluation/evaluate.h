@@ -43,8 +43,13 @@ const char* eval_set_name(EvalSet set);
 // The study scope each step needs.
 StageScope evaluation_generation_scope(EvalSet set);  // eval | learn (validation prompts live in learn/)
 
+// The baselines to PPO a run may have trained (SPEC §12): dpo
+// (RUN/dpo/final), rloo and grpo, and PPO with one design switch on:
+// ppo-whiten, ppo-vclip, ppo-k3 (RUN/<m>/final/actor).
+const std::vector<std::string>& compared_methods();
 // The policies evaluated: {"sft", "ppo"}; for validation the base, then
-// "sft" and "ppo" where RUN/sft/final and RUN/ppo/final/actor exist.
+// "sft" and "ppo" where RUN/sft/final and RUN/ppo/final/actor exist; then,
+// in both, each of compared_methods() whose adapters exist.
 std::vector<std::string> evaluation_policies(const RunLayout& run, EvalSet set);
 // Where a policy's adapters live; nullopt for the base (no adapters).
 std::optional<fs::path> policy_dir(const RunLayout& run, const std::string& policy);

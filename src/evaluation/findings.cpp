@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "evaluation/evaluate.h"
 #include "evaluation/overoptimisation_math.h"
 #include "evaluation/verdict.h"
 #include "util/error.h"
@@ -43,9 +44,24 @@ ClusteredValues clustered(const std::vector<ChainValues>& chains, size_t populat
 }
 
 // The policy intervals, the paired differences and the verdict.
+// SFT, PPO, and each baseline (evaluate.h compared_methods) that every chain evaluated.
+std::vector<std::string> held_out_policies(const std::vector<RunLayout>& chains) {
+    std::vector<std::string> policies = {"sft", "ppo"};
+    for (const std::string& m : compared_methods()) {
+        size_t have = 0;
+        for (const RunLayout& chain : chains) have += fs::exists(chain.eval() / (m + "-scored.json"));
+        if (have == chains.size()) policies.push_back(m);
+        if (have != 0 && have != chains.size())
+            fail("findings: ", have, " of ", chains.size(), " chains evaluated ", m,
+                 "; a comparison needs it in every chain (or in none)");
+    }
+    return policies;
+}
+
 void held_out_findings(const std::vector<RunLayout>& chains, json& out) {
     std::map<std::string, std::vector<ChainValues>> by_policy;
-    for (const std::string policy : {"sft", "ppo"})
+    const std::vector<std::string> policies = held_out_policies(chains);
+    for (const std::string& policy : policies)
         for (const RunLayout& chain : chains) {
             const fs::path f = chain.eval() / (policy + "-scored.json");
             by_policy[policy].push_back(chain_values(read_required(f, "run `ppolab evaluate` first"), f.string()));
@@ -78,8 +94,19 @@ void held_out_findings(const std::vector<RunLayout>& chains, json& out) {
             out["policies"]["ppo"][kPopulations[p]][kMetrics[m]] = interval_json(bootstrap_mean(ppo, settings));
             out["ppo_minus_sft"][kPopulations[p]][kMetrics[m]] =
                 interval_json(bootstrap_paired_difference(ppo, sft, settings));
+            for (size_t k = 2; k < policies.size(); ++k) {  // the baselines, each paired with SFT and with PPO
+                const ClusteredValues v = clustered(by_policy[policies[k]], p, m);
+                if (!finite(v)) fail("findings: ", policies[k], " has a non-finite ", kMetrics[m]);
+                json& c = out["comparison"]["methods"][policies[k]];
+                out["policies"][policies[k]][kPopulations[p]][kMetrics[m]] = interval_json(bootstrap_mean(v, settings));
+                c["minus_sft"][kPopulations[p]][kMetrics[m]] =
+                    interval_json(bootstrap_paired_difference(v, sft, settings));
+                c["minus_ppo"][kPopulations[p]][kMetrics[m]] =
+                    interval_json(bootstrap_paired_difference(v, ppo, settings));
+            }
         }
     }
+    if (policies.size() > 2) out["comparison"]["policies"] = policies;
     const ClusteredValues gold_sft = clustered(by_policy["sft"], 0, 0), gold_ppo = clustered(by_policy["ppo"], 0, 0);
     const ClusteredValues proxy_sft = clustered(by_policy["sft"], 0, 2), proxy_ppo = clustered(by_policy["ppo"], 0, 2);
     out["verdict"] = verdict_json(study_verdict(bootstrap_paired_difference(gold_ppo, gold_sft, settings),
@@ -344,6 +371,63 @@ void overoptimisation_findings(const std::vector<RunLayout>& chains, json& out) 
     out["overoptimisation"]["answer"] = overoptimisation_answer(snaps, bon_d, bon, R, C, settings);
 }
 
+// The comparison's table (SPEC §12): each method's gold (rubric success) and
+// proxy (judge score) gains over SFT on the test prompts, its exact KL to
+// SFT, its gold against PPO's; best-of-n from the over-optimisation samples
+// at its largest n (temperature-1 samples, KL an upper bound: not the greedy
+// evaluation the others had). The answer names the largest gold gain.
+void comparison_answer(json& out) {
+    if (!out.contains("comparison")) return;
+    json& c = out["comparison"];
+    const char* t = "test";
+    json table = json::array();
+    table.push_back({{"policy", "ppo"},
+                     {"gold_minus_sft", out["ppo_minus_sft"][t]["rubric_success"]},
+                     {"proxy_minus_sft", out["ppo_minus_sft"][t]["learned_score"]},
+                     {"kl_exact_to_sft", out["policies"]["ppo"][t]["kl_exact_to_sft"]},
+                     {"gold_minus_ppo", nullptr}});
+    for (const json& name : c["policies"]) {  // in the study's order (the methods object is sorted by name)
+        const std::string m = name.get<std::string>();
+        if (m == "sft" || m == "ppo") continue;
+        const json& v = c["methods"][m];
+        table.push_back({{"policy", m},
+                         {"gold_minus_sft", v["minus_sft"][t]["rubric_success"]},
+                         {"proxy_minus_sft", v["minus_sft"][t]["learned_score"]},
+                         {"kl_exact_to_sft", out["policies"][m][t]["kl_exact_to_sft"]},
+                         {"gold_minus_ppo", v["minus_ppo"][t]["rubric_success"]}});
+    }
+    const json& oo = out["overoptimisation"];
+    if (oo.contains("best_of_n") && !oo["best_of_n"].empty()) {
+        const json& b = oo["best_of_n"].back();
+        table.push_back({{"policy", "bon"},
+                         {"n", b["n"]},
+                         {"gold_minus_sft", b["gold"]},
+                         {"proxy_minus_sft", b["proxy"]},
+                         {"kl_bound", b["kl_bon"]},
+                         {"gold_minus_ppo", nullptr},
+                         {"note",
+                          "best-of-n of temperature-1 SFT samples (over-optimisation step), relative to n = 1; "
+                          "its KL is the upper bound log n - (n-1)/n"}});
+    }
+    c["table"] = table;
+    const json* best = nullptr;
+    for (const json& r : table)
+        if (r["gold_minus_sft"]["mean"].is_number() && r["gold_minus_sft"]["low"].is_number() &&
+            r["gold_minus_sft"]["high"].is_number() &&
+            (!best || r["gold_minus_sft"]["mean"].get<double>() > (*best)["gold_minus_sft"]["mean"].get<double>()))
+            best = &r;
+    if (!best) return;
+    const json& g = (*best)["gold_minus_sft"];
+    char text[400];
+    std::snprintf(text, sizeof text,
+                  "Largest gold gain over SFT on the test prompts: %s, %+.1f points [%+.1f, %+.1f] (95 %% interval, "
+                  "%lld replicate(s)); one tiny simulated world, not a general ranking.",
+                  (*best)["policy"].get<std::string>().c_str(), 100 * g["mean"].get<double>(),
+                  100 * g["low"].get<double>(), 100 * g["high"].get<double>(),
+                  static_cast<long long>(g["replicates"].get<int64_t>()));
+    c["best_gold"] = {{"policy", (*best)["policy"]}, {"sentence", text}};
+}
+
 }  // namespace
 
 BootstrapSettings findings_bootstrap() { return BootstrapSettings{2000, 0.95, 20261201}; }
@@ -408,6 +492,7 @@ json compute_findings(const std::vector<RunLayout>& chains) {
     out["confidence"]["units"] = out["units"];
     out.erase("units");
     overoptimisation_findings(chains, out);
+    comparison_answer(out);
     const fs::path diag = chains.front().eval() / "diagnostics.json";
     if (fs::exists(diag)) out["diagnostics"] = read_json_file(diag);
     return out;

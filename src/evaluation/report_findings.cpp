@@ -79,6 +79,35 @@ std::string verdict_class(std::string code) {
     return "verdict-mixed";
 }
 
+// `run --compare`: every method's gains over SFT on the test prompts (findings.json "comparison").
+std::string render_comparison(const json& d, const std::string& where) {
+    if (!d.contains("comparison") || !d["comparison"].contains("table")) return "";
+    const std::string w = where + ".comparison";
+    std::string s =
+        "<h3>Methods compared on the same SFT, judge and test prompts</h3>\n<table id=\"comparison\">\n"
+        "<tr><th>method</th><th>gold − SFT (rubric, points)</th><th>proxy − SFT (judge score)</th>"
+        "<th>exact KL to SFT (nats)</th><th>gold − PPO (points)</th></tr>\n";
+    for (const json& row : json_field(d["comparison"], "table", w)) {
+        const std::string name = json_string(row, "policy", w + ".table");
+        const std::string label = name == "bon" ? "best-of-" + std::to_string(json_int(row, "n", w)) : name;
+        const std::string kl = row.contains("kl_bound") ? "≤ " + num(json_number(row, "kl_bound", w), "%.3g")
+                                                        : interval_text(interval(row, "kl_exact_to_sft", w));
+        s += "<tr data-method=\"" + html_escape(name) + "\"><th>" + html_escape(label) + "</th><td class=\"n\">" +
+             interval_text(interval(row, "gold_minus_sft", w), 100) + "</td><td class=\"n\">" +
+             interval_text(interval(row, "proxy_minus_sft", w)) + "</td><td class=\"n\">" + kl +
+             "</td><td class=\"n\">" + interval_text(interval(row, "gold_minus_ppo", w), 100) + "</td></tr>\n";
+    }
+    s += "</table>\n";
+    const json& c = d["comparison"];
+    if (c.contains("best_gold"))
+        s += "<p id=\"comparison-answer\" class=\"answer\">" +
+             html_escape(json_string(c["best_gold"], "sentence", w + ".best_gold")) + "</p>\n";
+    return s +
+           "<p class=\"note\">Greedy generations on the test prompts for every trained policy; best-of-n is the "
+           "over-optimisation step's temperature-1 SFT samples relative to n = 1, its KL the upper bound "
+           "log n − (n−1)/n.</p>\n";
+}
+
 }  // namespace
 
 std::string render_findings_box(const fs::path& run) {
@@ -133,6 +162,7 @@ std::string render_findings_box(const fs::path& run) {
          html_escape(json_string(conf, "method", where + ".confidence")) + ", " +
          std::to_string(json_int(conf, "resamples", where + ".confidence")) + " resamples, seed " +
          std::to_string(json_int(conf, "seed", where + ".confidence")) + ".</p>\n";
+    s += render_comparison(d, where);
     s += "<p class=\"note\" id=\"findings-scope\">" + html_escape(json_string(d, "scope", where)) + "</p>\n";
     return s + "</div>\n";
 }
@@ -218,8 +248,27 @@ std::string render_overoptimisation(const fs::path& run) {
             origin.colour = "#000";
             const json& fits = json_field(o, "fits", where);
             const Fit rl = read_fit(fits, "rl", metric, where), bf = read_fit(fits, "best_of_n", metric, where);
+            // run --compare: each trained policy's greedy evaluation (the Findings table), one point each.
+            std::vector<PlotSeries> methods;
+            if (d.contains("comparison") && d["comparison"].contains("table"))
+                for (const json& row : d["comparison"]["table"]) {
+                    if (!row.contains("kl_exact_to_sft")) continue;  // best-of-n: already the curve
+                    const std::string w = where + ".comparison.table";
+                    const Interval kl = interval(row, "kl_exact_to_sft", w),
+                                   y = interval(row, p == &gold ? "gold_minus_sft" : "proxy_minus_sft", w);
+                    PlotSeries m{json_string(row, "policy", w) + " (greedy evaluation)", {}, {}};
+                    m.style = PlotSeries::Style::markers;
+                    m.x.push_back(std::sqrt(std::max(0.0, kl.mean)));
+                    m.y.push_back(y.mean);
+                    m.y_low.push_back(y.low);
+                    m.y_high.push_back(y.high);
+                    if (std::isfinite(m.x.back())) d_max = std::max(d_max, m.x.back());
+                    methods.push_back(m);
+                }
             p->series = {snaps, bon, fit_curve(rl, true, d_max, "RL fit d(α − β log d)", "#2ca02c"),
-                         fit_curve(bf, false, d_max, "best-of-n fit d(α − βd)", "#9467bd"), origin};
+                         fit_curve(bf, false, d_max, "best-of-n fit d(α − βd)", "#9467bd")};
+            p->series.insert(p->series.end(), methods.begin(), methods.end());
+            p->series.push_back(origin);
             if (d_max <= 0) p->series.clear();
             text += "<li>" + std::string(metric) + ": RL fit " + peak_text(rl) + "; best-of-n fit " + peak_text(bf) +
                     "</li>\n";
@@ -237,7 +286,9 @@ std::string render_overoptimisation(const fs::path& run) {
                     "best-of-n from SFT, placed by d = √KL to SFT (exact sequence KL for policies, "
                     "log n − (n−1)/n "
                     "for best-of-n), with the fits R_RL(d) = d(α − β log d) and R_bon(d) = d(α − βd) of Gao, "
-                    "Schulman and Hilton (2022); gold and proxy relative to SFT, so SFT sits at the origin.");
+                    "Schulman and Hilton (2022); gold and proxy relative to SFT, so SFT sits at the origin. "
+                    "With run --compare, each trained policy's greedy evaluation on the test prompts is one more "
+                    "point (gold and proxy relative to SFT's greedy outputs).");
     if (text.empty()) return s + not_run("ppolab findings (RUN/findings.json with 'overoptimisation')");
     return s + text;
 }

@@ -103,6 +103,43 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
         const json& answer = at(r, {"overoptimisation", "answer", "text"});
         if (answer.is_string()) wrap(answer.get<std::string>(), "  ");
         line("");
+        // run --compare: every method against SFT (and PPO) on the same test prompts.
+        const json& table = at(r, {"comparison", "table"});
+        if (table.is_array()) {
+            line("comparison     test prompts, gains over SFT with 95 % intervals (best-of-n: temperature-1 samples)");
+            line(format("  %-10s %-22s %-22s %-20s %-20s %s", "method", "gold (rubric, points)", "proxy (judge score)",
+                        "exact KL to SFT", "gold - PPO (points)", "train s"));
+            for (const json& row : table) {
+                const std::string name = at(row, {"policy"}).get<std::string>();
+                const json& kl = at(row, {"kl_exact_to_sft"});
+                auto unsigned_interval = [&](const json& i) {  // a KL: never negative, no sign
+                    if (!at(i, {"mean"}).is_number()) return std::string(kNone);
+                    return sig3(at(i, {"mean"})) + " [" + sig3(at(i, {"low"})) + ", " + sig3(at(i, {"high"})) + "]";
+                };
+                const std::string kl_text =
+                    kl.is_object()
+                        ? unsigned_interval(kl)
+                        : (at(row, {"kl_bound"}).is_number() ? "<= " + sig3(at(row, {"kl_bound"})) : kNone);
+                // Mean training seconds over the replicates (results.json comparison_seconds).
+                std::string secs = kNone;
+                const json& per = at(r, {"comparison_seconds", "per_replicate", name.c_str()});
+                if (per.is_array() && !per.empty()) {
+                    double sum = 0;
+                    size_t n = 0;
+                    for (const json& v : per)
+                        if (v.is_number()) sum += v.get<double>(), ++n;
+                    if (n == per.size()) secs = format("%.0f", sum / static_cast<double>(n));
+                }
+                line(format("  %-10s %-22s %-22s %-20s %-20s %s",
+                            (name == "bon" ? "bon-" + at(row, {"n"}).dump() : name).c_str(),
+                            interval(at(row, {"gold_minus_sft"}), 100).c_str(),
+                            interval(at(row, {"proxy_minus_sft"}), 1).c_str(), kl_text.c_str(),
+                            interval(at(row, {"gold_minus_ppo"}), 100).c_str(), secs.c_str()));
+            }
+            const json& best = at(r, {"comparison", "best_gold", "sentence"});
+            if (best.is_string()) wrap(best.get<std::string>(), "  ");
+            line("");
+        }
     }
     const int64_t replicates = at(r, {"replicates"}).is_number() ? at(r, {"replicates"}).get<int64_t>() : 1;
     line(replicates > 1

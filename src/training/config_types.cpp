@@ -133,6 +133,7 @@ PPOLAB_FIELD_TABLE(SftConfig, PPOLAB_SFT_FIELDS)
 PPOLAB_FIELD_TABLE(JudgeConfig, PPOLAB_JUDGE_FIELDS)
 PPOLAB_FIELD_TABLE(PpoConfig, PPOLAB_PPO_FIELDS)
 PPOLAB_FIELD_TABLE(DpoConfig, PPOLAB_DPO_FIELDS)
+PPOLAB_FIELD_TABLE(RlConfig, PPOLAB_RL_FIELDS)
 PPOLAB_FIELD_TABLE(EvaluationConfig, PPOLAB_EVALUATION_FIELDS)
 PPOLAB_FIELD_TABLE(FeedbackConfig, PPOLAB_FEEDBACK_FIELDS)
 PPOLAB_FIELD_TABLE(CheckpointConfig, PPOLAB_CHECKPOINT_FIELDS)
@@ -281,6 +282,7 @@ void for_each_section(F&& f) {
     f("reward", "the Bradley-Terry judge (SPEC §3)", &StudyConfig::reward);
     f("ppo", "PPO of the actor and critic against the judge (SPEC §4-§5)", &StudyConfig::ppo);
     f("dpo", "DPO of a policy from SFT on the train pairs, the frozen SFT as reference (SPEC §12)", &StudyConfig::dpo);
+    f("rl", "the critic-free group baselines RLOO and GRPO against the frozen judge (SPEC §12)", &StudyConfig::rl);
     f("evaluation", "generations of every policy on held-out prompts (SPEC §6)", &StudyConfig::evaluation);
     f("feedback", "the preference labels the judge learns from (SPEC §8)", &StudyConfig::feedback);
     f("checkpoint", "how often resume states are written (0: never; outside the config hash)",

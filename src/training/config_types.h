@@ -218,9 +218,38 @@ struct DpoConfig {
     X(int64_t, sampler_seed, "seed", field::any(), "seed of the prompt order")                                         \
     X(int64_t, generation_seed, "seed", field::any(), "seed of the sampled responses")                                 \
     X(int64_t, snapshot_every, "iterations", field::count(0),                                                          \
-      "continuous mode: the actor's adapters saved every this many iterations (RUN/ppo/snapshots; 0: none)")
+      "continuous mode: the actor's adapters saved every this many iterations (RUN/ppo/snapshots; 0: none)")           \
+    X(bool, whiten_advantages, "flag", field::any(),                                                                   \
+      "design switch: whiten the advantages over the iteration's tokens (TRL's default; the seed: off)")               \
+    X(bool, value_clipping, "flag", field::any(),                                                                      \
+      "design switch: clip the critic's values to old +- cliprange_value in its loss (the seed: off)")                 \
+    X(double, cliprange_value, "value", field::above(0, kConfigInf), "the value clip range when value_clipping is on") \
+    X(std::string, kl_penalty, "rule", field::one_of({"reward_k1", "loss_k3"}),                                        \
+      "design switch: the KL penalty as k1 in the per-token rewards (the seed) or as β·k3 in the actor's loss")
 struct PpoConfig {
     PPOLAB_PPO_FIELDS(PPOLAB_CONFIG_MEMBER)
+};
+
+// rl: the critic-free group baselines RLOO and GRPO against the frozen judge
+// (SPEC §12): k samples per prompt, one advantage per response from the
+// group, PPO's clipped ratio and reductions, no critic. The reward rule
+// (ppo.missing_eos, ppo.missing_eos_penalty) is PPO's.
+#define PPOLAB_RL_FIELDS(X)                                                                                          \
+    X(std::string, advantage, "baseline", field::one_of({"rloo", "grpo"}),                                           \
+      "`ppolab rloo`'s advantage: leave-one-out (RLOO) or group-normalised (GRPO); the folder RUN/rloo or RUN/grpo") \
+    X(int64_t, iterations, "iterations", field::count(1), "sample-and-update iterations")                            \
+    X(int64_t, prompts_per_iteration, "prompts", field::count(1), "prompts per iteration")                           \
+    X(int64_t, samples_per_prompt, "responses", field::count(2), "k: responses sampled per prompt (the group)")      \
+    X(int64_t, updates_per_iteration, "updates", field::count(1), "optimiser updates per iteration")                 \
+    X(double, lr, "learning rate", field::above(0, kConfigInf), "the policy's peak learning rate")                   \
+    PPOLAB_OPTIMISER_FIELDS(X)                                                                                       \
+    X(double, beta, "coefficient", field::range(0, kConfigInf), "KL penalty on the sampled log-ratio sum")           \
+    X(double, clip_epsilon, "ratio", field::above(0, 1), "clip range of the probability ratio")                      \
+    X(int64_t, interrupt_iteration, "iterations", field::count(0), "iteration after which `--mode interrupt` stops") \
+    X(int64_t, sampler_seed, "seed", field::any(), "seed of the prompt order")                                       \
+    X(int64_t, generation_seed, "seed", field::any(), "seed of the sampled responses")
+struct RlConfig {
+    PPOLAB_RL_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
 // evaluation: generations of every policy on held-out prompts (SPEC §6).
@@ -270,7 +299,8 @@ struct CheckpointConfig {
 // S + 1000 × study.seed, so study.seed 0 runs the preset's seeds unchanged.
 // It applies to the adapter and head initialisations, the row, pair and
 // prompt orders, PPO's rollout sampling and evaluation's sampling
-// (sft.*_seed, reward.*_seed, ppo.*_seed, evaluation.sample_seed) and to
+// (sft.*_seed, reward.*_seed, ppo.*_seed, dpo.sampler_seed, rl.*_seed,
+// evaluation.sample_seed) and to
 // pretrain.seed; never to the corpus (corpus.seed, feedback.split_seed,
 // feedback.candidate_seed): every replicate learns from the same data.
 #define PPOLAB_STUDY_FIELDS(X) \
@@ -313,6 +343,7 @@ struct StudyConfig {
     JudgeConfig reward;
     PpoConfig ppo;
     DpoConfig dpo;
+    RlConfig rl;
     EvaluationConfig evaluation;
     FeedbackConfig feedback;
     CheckpointConfig checkpoint;

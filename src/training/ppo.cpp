@@ -19,8 +19,6 @@
 
 namespace ppolab {
 
-const char* finish_name(Finish f) { return f == Finish::eos ? "eos" : "length"; }
-
 PpoSettings PpoSettings::read(const StudyConfig& cfg) {
     const PpoConfig& p = cfg.ppo;
     if (p.temperature != 1.0)
@@ -35,7 +33,11 @@ PpoSettings PpoSettings::read(const StudyConfig& cfg) {
     s.warmup_ratio = p.warmup_ratio;
     s.min_lr_ratio = p.min_lr_ratio;
     s.adam = AdamWConfig{cfg.adamw.beta1, cfg.adamw.beta2, cfg.adamw.eps, p.weight_decay};
-    s.reward = RewardConfig{p.beta, parse_missing_eos(p.missing_eos), p.missing_eos_penalty};
+    s.reward =
+        RewardConfig{p.beta, parse_missing_eos(p.missing_eos), p.missing_eos_penalty, parse_kl_penalty(p.kl_penalty)};
+    s.whiten_advantages = p.whiten_advantages;
+    s.value_clipping = p.value_clipping;
+    s.cliprange_value = p.cliprange_value;
     s.gamma = p.gamma;
     s.lambda = p.lambda;
     s.clip_epsilon = p.clip_epsilon;
@@ -48,33 +50,26 @@ PpoSettings PpoSettings::read(const StudyConfig& cfg) {
     return s;
 }
 
+json PpoSettings::design_switches() const {
+    return {{"whiten_advantages", whiten_advantages},
+            {"value_clipping", value_clipping},
+            {"cliprange_value", value_clipping ? json(cliprange_value) : json()},
+            {"kl_penalty", kl_penalty_name(reward.kl_penalty)},
+            {"missing_eos", reward.missing_eos == MissingEos::replace ? "replace" : "add"}};
+}
+
+std::string PpoSettings::stage() const {
+    std::string name = "ppo";
+    if (whiten_advantages) name += "-whiten";
+    if (value_clipping) name += "-vclip";
+    if (reward.kl_penalty == KlPenalty::loss_k3) name += "-k3";
+    return name;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// The frozen roles never get gradient buffers in the isolation check.
-RoleView view_of(Role& r, bool frozen) {
-    ParamList p = r.parameters();
-    if (frozen)
-        for (ParamRef& q : p) q.grad = nullptr;
-    return RoleView{r.name, p, frozen};
-}
-
-std::vector<float> response_slice(const ScoringBatch& b, const float* per_position, int64_t row) {
-    std::vector<float> out;
-    for (int64_t t = 0; t < b.T; ++t)
-        if (b.response_mask[row * b.T + t]) out.push_back(per_position[row * b.T + t]);
-    return out;
-}
-
-// Scatters one row's per-token gradient (mean over the batch's rows) into the
-// per-position buffer.
-void scatter_row(const ScoringBatch& b, int64_t row, const std::vector<double>& d, double rows, float* out) {
-    size_t i = 0;
-    for (int64_t t = 0; t < b.T; ++t)
-        if (b.response_mask[row * b.T + t]) out[row * b.T + t] = static_cast<float>(d[i++] / rows);
-}
 
 std::string iteration_where(int64_t iteration) { return "ppo iteration " + std::to_string(iteration); }
 
@@ -112,25 +107,14 @@ PpoRun::PpoRun(const Study& s, const FaultHooks& hooks, fs::path rollout_dir)
       sampler_(cfg_.sampler_seed, 3),
       generation_(cfg_.generation_seed, 4) {
     check_isolation();
-    // Prompts: learn/ only — or, for a judge that learned from votes, the
-    // prompts of its train-split labels (SPEC §8).
-    const std::optional<FeedbackPrompts> from_votes = feedback_rollout_prompts(s);
-    prompts_ = from_votes ? from_votes->prompts : load_rollout_prompts(s.reader(), s.run.corpus());
-    for (const PromptRow& p : prompts_) {
-        prompt_ids_.push_back(s.encode_prompt(p.prompt));
-        if (static_cast<int64_t>(prompt_ids_.back().size()) > s.limits.max_prompt)
-            fail("rollout prompt ", p.id, ": ", prompt_ids_.back().size(), " tokens, over limits.max_prompt ",
-                 s.limits.max_prompt, " (refused, never truncated)");
-    }
+    prompts_ = RolloutPrompts::load(s);
     identity_ = s.identity();
-    identity_["stage"] = "ppo";
+    identity_["stage"] = cfg_.stage();
     identity_["sft_learned_identity"] = actor_.learned_identity();
     identity_["reward_learned_identity"] = judge_identity_;
     identity_["critic_initial_identity"] = critic_.learned_identity();
-    identity_["data"] =
-        from_votes ? from_votes->data_identity
-                   : json{{"learn/rollout_prompts.jsonl",
-                           load_manifest(s.reader(), s.run.corpus()).files.at("learn/rollout_prompts.jsonl").sha256}};
+    identity_["data"] = prompts_.data_identity;
+    identity_["design_switches"] = cfg_.design_switches();
     identity_["actor_schedule"] = actor_schedule_.to_json();
     identity_["critic_schedule"] = critic_schedule_.to_json();
 }
@@ -158,36 +142,14 @@ std::vector<Rollout> PpoRun::iterate() {
 
 std::vector<Rollout> PpoRun::rollout() {
     const std::string where = iteration_where(iteration_ + 1);
-    std::vector<const PromptRow*> chosen;
-    std::vector<std::vector<int32_t>> batch_prompts;
-    for (int64_t k = 0; k < cfg_.prompts_per_iteration; ++k) {
-        if (cursor_ >= static_cast<int64_t>(order_.size())) {
-            order_ = sampler_.permutation(static_cast<int64_t>(prompts_.size()));
-            cursor_ = 0;
-        }
-        const int64_t idx = order_[static_cast<size_t>(cursor_++)];
-        chosen.push_back(&prompts_[static_cast<size_t>(idx)]);
-        batch_prompts.push_back(prompt_ids_[static_cast<size_t>(idx)]);
-    }
-    GenerationOptions gen;
-    gen.max_new_tokens = s_.limits.max_response;
-    gen.eos_id = s_.eos_id;
-    gen.pad_id = s_.pad_id;
-    gen.greedy = false;
+    std::vector<int64_t> chosen;
+    for (int64_t k = 0; k < cfg_.prompts_per_iteration; ++k) chosen.push_back(order_.next(sampler_, prompts_.size()));
     const auto t = Clock::now();
-    std::vector<Generation> gens = generate(actor_model_, batch_prompts, gen, generation_);
+    std::vector<Rollout> rollouts =
+        sample_rollouts(actor_model_, s_, prompts_, chosen, 1, generation_, iteration_ + 1, seen_);
     phase_seconds_["generation"] = since(t);
-    std::vector<Rollout> rollouts(static_cast<size_t>(cfg_.prompts_per_iteration));
     for (size_t k = 0; k < rollouts.size(); ++k) {
         Rollout& r = rollouts[k];
-        char id[64];
-        std::snprintf(id, sizeof id, "iteration-%03lld-slot-%zu", static_cast<long long>(iteration_ + 1), k);
-        r.id = id;
-        if (!seen_.insert(r.id).second) fail("rollout id ", r.id, " was already consumed");
-        r.prompt_id = chosen[k]->id;
-        r.row = ScoringRow{batch_prompts[k], gens[k].tokens};
-        r.finish = gens[k].finish_reason == "eos" ? Finish::eos : Finish::length;
-        r.old_logp = gens[k].logprobs;  // the sampling forward's: never replaced
         if (k == 0 && !r.old_logp.empty() && hooks_.nonfinite("ppo", "logprob", iteration_ + 1))
             r.old_logp[0] = std::numeric_limits<float>::quiet_NaN();
         check_finite(r.old_logp, where + " rollout " + r.id, "sampling log-prob (old_logp)");
@@ -246,7 +208,7 @@ RolloutStats PpoRun::advantages(std::vector<Rollout>& rollouts) const {
         check_finite(r.returns, where + " rollout " + r.id, "return");
         const double kl = ppo_response_kl(r.old_logp, r.ref_logp);
         st.mean_kl += kl;
-        st.mean_non_score += -cfg_.reward.beta * kl;
+        if (cfg_.reward.kl_penalty == KlPenalty::reward_k1) st.mean_non_score += -cfg_.reward.beta * kl;
         st.mean_score += ppo_terminal_reward(r.score, eos, cfg_.reward);
         st.mean_len += static_cast<double>(r.old_logp.size());
         st.num_eos += eos;
@@ -254,6 +216,12 @@ RolloutStats PpoRun::advantages(std::vector<Rollout>& rollouts) const {
             st.all_returns.push_back(r.returns[i]);
             st.all_values.push_back(r.values[i]);
         }
+    }
+    if (cfg_.whiten_advantages) {  // switch 7: after the returns, which keep the raw advantages
+        std::vector<std::vector<double>> all;
+        for (Rollout& r : rollouts) all.push_back(std::move(r.advantages));
+        ppo_whiten(all);
+        for (size_t b = 0; b < rollouts.size(); ++b) rollouts[b].advantages = std::move(all[b]);
     }
     const double dB = static_cast<double>(rollouts.size());
     st.mean_score /= dB;
@@ -277,7 +245,7 @@ UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts, const ScoringBa
         std::vector<float> logp_now(static_cast<size_t>(B * batch.T)), dlogp(logp_now.size(), 0.f);
         actor_scorer_.response_logprobs(batch, logp_now.data(), true);
         check_finite(logp_now, uwhere, "actor log-prob");
-        double policy_loss = 0, clipfrac = 0, approxkl = 0, max_rescore_diff = 0;
+        double policy_loss = 0, kl_loss = 0, clipfrac = 0, approxkl = 0, max_rescore_diff = 0;
         for (int64_t b = 0; b < B; ++b) {
             const Rollout& r = rollouts[static_cast<size_t>(b)];
             std::vector<float> now = response_slice(batch, logp_now.data(), b);
@@ -288,12 +256,18 @@ UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts, const ScoringBa
             if (u == 0 && iteration_ == 0 && b == 0 && rescore_probe.is_null())
                 rescore_probe = {{"rollout_id", r.id}, {"sampling_logp", r.old_logp}, {"teacher_forced_logp", now}};
             ActorLoss al = ppo_actor_loss(now, r.old_logp, r.advantages, cfg_.clip_epsilon);
+            if (cfg_.reward.kl_penalty == KlPenalty::loss_k3) {  // switch 9
+                const KlLoss kl = ppo_k3_loss(now, r.ref_logp, cfg_.reward.beta);
+                kl_loss += kl.loss / dB;
+                for (size_t i = 0; i < al.dlogp.size(); ++i) al.dlogp[i] += kl.dlogp[i];
+            }
             policy_loss += al.loss / dB;
             clipfrac += al.clipfrac / dB;
             approxkl += al.approxkl / dB;
             scatter_row(batch, b, al.dlogp, dB, dlogp.data());
         }
         check_finite(policy_loss, uwhere, "policy loss");
+        check_finite(kl_loss, uwhere, "k3 KL loss");
         actor_scorer_.response_logprobs_backward(batch, dlogp.data());
         if (hooks_.nonfinite("ppo", "gradient", iteration_ + 1))
             actor_params_.front().grad[0] = std::numeric_limits<float>::quiet_NaN();
@@ -307,12 +281,21 @@ UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts, const ScoringBa
         std::vector<float> v_now(static_cast<size_t>(B * batch.T)), dv(v_now.size(), 0.f);
         critic_scorer_.critic_values(batch, *critic_.head, v_now.data(), true);
         check_finite(v_now, uwhere, "critic value");
-        double value_loss = 0;
+        double value_loss = 0, value_clipfrac = 0;
         for (int64_t b = 0; b < B; ++b) {
             const Rollout& r = rollouts[static_cast<size_t>(b)];
-            CriticLoss cl = ppo_critic_loss(response_slice(batch, v_now.data(), b), r.returns, cfg_.value_loss_coef);
-            value_loss += cl.loss / dB;
-            scatter_row(batch, b, cl.dvalues, dB, dv.data());
+            const std::vector<float> v = response_slice(batch, v_now.data(), b);
+            if (cfg_.value_clipping) {  // switch 8
+                ClippedCriticLoss cl =
+                    ppo_clipped_critic_loss(v, r.values, r.returns, cfg_.value_loss_coef, cfg_.cliprange_value);
+                value_loss += cl.loss / dB;
+                value_clipfrac += cl.clipfrac / dB;
+                scatter_row(batch, b, cl.dvalues, dB, dv.data());
+            } else {
+                CriticLoss cl = ppo_critic_loss(v, r.returns, cfg_.value_loss_coef);
+                value_loss += cl.loss / dB;
+                scatter_row(batch, b, cl.dvalues, dB, dv.data());
+            }
         }
         check_finite(value_loss, uwhere, "value loss");
         critic_scorer_.critic_values_backward(batch, *critic_.head, dv.data());
@@ -328,6 +311,8 @@ UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts, const ScoringBa
                    {"loss_policy", policy_loss}, {"loss_value", value_loss},      {"clipfrac", clipfrac},
                    {"approxkl", approxkl},       {"grad_norm_actor", actor_norm}, {"grad_norm_critic", critic_norm}};
         if (u == 0) ul["sampling_vs_rescore_max_abs_diff"] = max_rescore_diff;
+        if (cfg_.reward.kl_penalty == KlPenalty::loss_k3) ul["loss_kl_k3"] = kl_loss;
+        if (cfg_.value_clipping) ul["value_clipfrac"] = value_clipfrac;
         st.log.push_back(ul);
     }
     phase_seconds_["actor_optimisation"] = t_actor;
@@ -393,8 +378,8 @@ ResumeState PpoRun::exact_state() {
     st.schedulers["critic"] = SchedulerState{critic_schedule_, updates_};
     st.rngs["sampler"] = sampler_;
     st.rngs["generation"] = generation_;
-    st.extra = {{"order", order_},
-                {"cursor", cursor_},
+    st.extra = {{"order", order_.order},
+                {"cursor", order_.cursor},
                 {"iteration", iteration_},
                 {"updates", updates_},
                 {"history", history_},
@@ -411,8 +396,8 @@ void PpoRun::restore(const ResumeState& st, const fs::path& from_path) {
     critic_opt_.load_state(st.optimizers.at("critic"), from);
     sampler_ = st.rngs.at("sampler");
     generation_ = st.rngs.at("generation");
-    order_ = json_field(st.extra, "order", from).get<std::vector<int64_t>>();
-    cursor_ = json_int(st.extra, "cursor", from);
+    order_.order = json_field(st.extra, "order", from).get<std::vector<int64_t>>();
+    order_.cursor = json_int(st.extra, "cursor", from);
     iteration_ = json_int(st.extra, "iteration", from);
     updates_ = json_int(st.extra, "updates", from);
     history_ = json_field(st.extra, "history", from);
@@ -426,8 +411,8 @@ void PpoRun::restore(const ResumeState& st, const fs::path& from_path) {
 }
 
 void PpoRun::check_isolation() {
-    ppolab::check_isolation(
-        {view_of(actor_, false), view_of(critic_, false), view_of(reference_, true), view_of(judge_, true)});
+    ppolab::check_isolation({isolation_view(actor_, false), isolation_view(critic_, false),
+                             isolation_view(reference_, true), isolation_view(judge_, true)});
 }
 
 void PpoRun::check_roles(int64_t done) {
@@ -470,9 +455,10 @@ struct PpoCheckpointExtras {
             return;
         }
         // Lost (or never written): the durations before the checkpoint are unknown (null).
-        first_iteration = mode == StageMode::resume ? json_int(load_resume_state(run.state("ppo", "interrupt")).extra,
-                                                               "iteration", run.state("ppo", "interrupt").string())
-                                                    : 0;
+        const fs::path interrupt = run.state(ppo.settings().stage(), "interrupt");
+        first_iteration = mode == StageMode::resume
+                              ? json_int(load_resume_state(interrupt).extra, "iteration", interrupt.string())
+                              : 0;
     }
 };
 
@@ -508,16 +494,17 @@ bool same_tree(const fs::path& a, const fs::path& b) {
 // The continuous run's actor every ppo.snapshot_every iterations (ppo.h).
 struct PpoSnapshots {
     const Study& s;
+    std::string stage;            // the stage's folder (PpoSettings::stage())
     int64_t every = 0, last = 0;  // 0: none; the last iteration is final/actor
 
     // The report's record of them (what `ppolab overoptimisation` reads).
     json to_json() const {
         json at = json::array();
         for (int64_t i = every; every > 0 && i < last; i += every) at.push_back(i);
-        return {{"every_iterations", every}, {"iterations", at}, {"dir", "ppo/snapshots"}};
+        return {{"every_iterations", every}, {"iterations", at}, {"dir", stage + "/snapshots"}};
     }
     void prepare(bool restarted) const {
-        const fs::path dir = s.run.snapshots();
+        const fs::path dir = s.run.snapshots(stage);
         if (!restarted) {
             fs::remove_all(dir);
             return;
@@ -530,7 +517,7 @@ struct PpoSnapshots {
     void save(PpoRun& ppo) const {
         const int64_t i = ppo.iteration();
         if (every <= 0 || i % every != 0 || i >= last) return;
-        const fs::path dir = s.run.snapshot_dir(i);
+        const fs::path dir = s.run.snapshot_dir(i, stage);
         fs::create_directories(dir.parent_path());
         if (!fs::exists(dir)) return save_role(dir, ppo.actor(), ppo.identity(), s);
         // Reached again after a restart: the same actor must give the same files.
@@ -551,15 +538,16 @@ json run_ppo(const Study& s, StageMode mode) {
     const std::string mode_name = stage_mode_name(mode);
     const RunLayout& run = s.run;
     // Rollout files are per iteration and rewritten, so kept.
-    StageLifecycle life(run, "ppo", mode, {run.ppo_metrics(mode_name)});
-    PpoRun ppo(s, life.hooks(), run.ppo_rollouts(mode_name));
+    const std::string stage = PpoSettings::read(s.cfg).stage();  // "ppo", or with switches "ppo-whiten", …
+    StageLifecycle life(run, stage, mode, {run.ppo_metrics(mode_name, stage)});
+    PpoRun ppo(s, life.hooks(), run.ppo_rollouts(mode_name, stage));
     PpoCheckpointExtras extras{life.checkpoint().path().parent_path() / (mode_name + ".report-extras.json")};
     const bool restarted =
         life.start(ppo.identity(), [&](const ResumeState& st, const fs::path& from) { ppo.restore(st, from); });
     if (restarted) {
         life.set_restarted({{"file", life.checkpoint().path().string()}, {"iteration", ppo.iteration()}});
         extras.load(ppo, run, mode);
-        const int stale = remove_atomic_temporaries(run.ppo_rollouts(mode_name));
+        const int stale = remove_atomic_temporaries(run.ppo_rollouts(mode_name, stage));
         std::fprintf(stderr, "ppo %s: continuing from checkpoint %s (iteration %lld done%s)\n", mode_name.c_str(),
                      life.checkpoint().path().c_str(), static_cast<long long>(ppo.iteration()),
                      stale ? ", unfinished rollout writes removed" : "");
@@ -568,7 +556,7 @@ json run_ppo(const Study& s, StageMode mode) {
     }
     const PpoSettings& cfg = ppo.settings();
     const int64_t stop = mode == StageMode::interrupt ? cfg.interrupt_iteration : cfg.iterations;
-    const PpoSnapshots snapshots{s, mode == StageMode::continuous ? cfg.snapshot_every : 0, cfg.iterations};
+    const PpoSnapshots snapshots{s, stage, mode == StageMode::continuous ? cfg.snapshot_every : 0, cfg.iterations};
     if (mode == StageMode::continuous) snapshots.prepare(restarted);
 
     Progress bar("ppo " + mode_name, stop - ppo.iteration());
@@ -594,9 +582,9 @@ json run_ppo(const Study& s, StageMode mode) {
     json phase_totals;
     const std::string metrics_text = metrics_lines(ppo, extras.first_iteration, phase_totals);
     const StateFileInfo info = life.save_state(ppo.exact_state());
-    write_file_atomic(run.ppo_metrics(mode_name), metrics_text);
+    write_file_atomic(run.ppo_metrics(mode_name, stage), metrics_text);
 
-    json report{{"stage", "ppo"},
+    json report{{"stage", stage},
                 {"mode", mode_name},
                 {"identity", ppo.identity()},
                 {"iterations", ppo.iteration()},
@@ -618,9 +606,9 @@ json run_ppo(const Study& s, StageMode mode) {
                 {"seconds_per_phase", phase_totals}};
     life.add_common_fields(report, seconds, info, {"every_iterations", cfg.checkpoint_every});
     if (mode == StageMode::continuous) {
-        save_role(run.final_dir("ppo") / "actor", ppo.actor(), ppo.identity(), s);
-        save_role(run.final_dir("ppo") / "critic", ppo.critic(), ppo.identity(), s);
-        report["final_dir"] = run.final_dir("ppo").string();
+        save_role(run.final_dir(stage) / "actor", ppo.actor(), ppo.identity(), s);
+        save_role(run.final_dir(stage) / "critic", ppo.critic(), ppo.identity(), s);
+        report["final_dir"] = run.final_dir(stage).string();
         report["snapshots"] = snapshots.to_json();
     }
     life.finish(report, {extras.path});

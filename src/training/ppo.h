@@ -13,6 +13,8 @@
 //   4. advantages GAE (γ, λ), returns = A + V_old
 //   5. update ×2  actor: clipped surrogate; critic: ½(V − R)²; each its own
 //                 AdamW, clip 1, its own schedule
+//   (the design switches, off in the seed: whitening after 4, value clipping
+//   and k3 in the losses of 5; ppo_math.h 7–9)
 //   6. record     metrics (TRL names), the rollouts with their per-token table
 //
 // run_ppo wraps the iterations in the stage lifecycle (stage_lifecycle.h):
@@ -31,6 +33,7 @@
 #include "training/ppo_math.h"
 #include "training/resume_state.h"
 #include "training/roles.h"
+#include "training/rollouts.h"
 #include "training/schedule.h"
 #include "training/stage_lifecycle.h"
 #include "training/study.h"
@@ -40,6 +43,7 @@
 namespace ppolab {
 
 // Writes RUN/ppo/<mode>.state.gz, <mode>.json, <mode>.metrics.jsonl,
+// (RUN/<PpoSettings::stage()>/… with a design switch on)
 // rollouts/<mode>/iteration-NNN.json (and final/actor, final/critic for the
 // continuous run). `interrupt` stops after ppo.interrupt_iteration
 // iterations; `resume` continues from the interrupt state.
@@ -52,32 +56,26 @@ namespace ppolab {
 // is renamed into place complete) are removed.
 json run_ppo(const Study& study, StageMode mode);
 
-// How a sampled response ended. The JSON spells it "eos" | "length".
-enum class Finish { eos, length };
-const char* finish_name(Finish finish);
-
-// One sampled response and every number PPO derives from it.
-struct Rollout {
-    std::string id;         // iteration-NNN-slot-K, unique, consumed once
-    std::string prompt_id;  // the rollout prompt it answers
-    ScoringRow row;         // prompt ids, response ids (EOS last when it ended the row)
-    Finish finish = Finish::length;
-    std::vector<float> old_logp, ref_logp, values;  // (n) detached, from the sampling/old policies
-    double score = 0;                               // the judge's predicted simulated-preference score
-    std::vector<double> rewards, advantages, returns;
-};
-
 // Every PPO setting, read once from the config ("ppo." keys, adamw.*, checkpoint.every_iterations).
 struct PpoSettings {
     int64_t iterations = 0, prompts_per_iteration = 0, updates_per_iteration = 0, interrupt_iteration = 0;
     double actor_lr = 0, critic_lr = 0, warmup_ratio = 0, min_lr_ratio = 0;
     AdamWConfig adam;     // adamw.beta1/beta2/eps, ppo.weight_decay
-    RewardConfig reward;  // ppo.beta, ppo.missing_eos, ppo.missing_eos_penalty
+    RewardConfig reward;  // ppo.beta, ppo.missing_eos, ppo.missing_eos_penalty, ppo.kl_penalty
     double gamma = 1, lambda = 1, clip_epsilon = 0.2, value_loss_coef = 0.5, clip = 1;
+    // The design switches of ppo_math.h (7–9), off in the seed.
+    bool whiten_advantages = false, value_clipping = false;
+    double cliprange_value = 0.2;
     uint64_t sampler_seed = 0, generation_seed = 0;
     int64_t checkpoint_every = 0;                        // checkpoint.every_iterations
     int64_t snapshot_every = 0;                          // ppo.snapshot_every (continuous mode only)
     static PpoSettings read(const StudyConfig& config);  // Error unless ppo.temperature is 1
+    // The switches as every identity block and report names them.
+    json design_switches() const;
+    // The stage's folder: "ppo" with every switch as in the seed, else
+    // "ppo-" and the switches on, in this order: whiten, vclip, k3
+    // ("ppo-whiten", "ppo-vclip-k3", …). missing_eos does not rename it.
+    std::string stage() const;
 };
 
 // Steps 3–4 summed over the rollouts of one iteration (means over responses).
@@ -151,16 +149,15 @@ private:
     const std::string reference_identity_, judge_identity_;
     Qwen2 actor_model_, reference_model_, critic_model_, judge_model_;
     Scorer actor_scorer_, reference_scorer_, critic_scorer_, judge_scorer_;
-    std::vector<PromptRow> prompts_;
-    std::vector<std::vector<int32_t>> prompt_ids_;
+    RolloutPrompts prompts_;
     Schedule actor_schedule_, critic_schedule_;
     ParamList actor_params_, critic_params_;
     AdamW actor_opt_, critic_opt_;
     Philox sampler_, generation_;
     json identity_;
     // The position: permutation of the prompts, cursor in it, iterations and updates done.
-    std::vector<int64_t> order_;
-    int64_t cursor_ = 0, iteration_ = 0, updates_ = 0;
+    PromptOrder order_;
+    int64_t iteration_ = 0, updates_ = 0;
     json history_ = json::array(), consumed_ = json::array();
     std::set<std::string> seen_;  // rollout ids consumed
     json phase_seconds_;          // this iteration's

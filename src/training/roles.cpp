@@ -22,6 +22,13 @@ ParamList Role::parameters() {
 
 std::string Role::learned_identity() { return ppolab::learned_identity(parameters()); }
 
+RoleView isolation_view(Role& r, bool frozen) {
+    ParamList p = r.parameters();
+    if (frozen)
+        for (ParamRef& q : p) q.grad = nullptr;
+    return RoleView{r.name, p, frozen};
+}
+
 void Role::zero_grad() {
     lora.zero_grad();
     if (head) head->zero_grad();

@@ -11,6 +11,7 @@
 #include "model/lora.h"
 #include "model/qwen2.h"
 #include "model/scoring.h"
+#include "training/identity.h"
 #include "training/study.h"
 
 namespace ppolab {
@@ -48,6 +49,10 @@ void save_role(const fs::path& dir, Role& role, const json& identity, const Stud
 // Reloads final/learned.safetensors through the study's guarded reader,
 // checking names, shapes, dtypes and the recorded learned identity.
 Role load_role(const fs::path& dir, const std::string& name, RoleKind kind, const Study& study);
+
+// The role as the isolation check sees it (identity.h); a frozen role's
+// parameters without gradient buffers.
+RoleView isolation_view(Role& role, bool frozen);
 
 // The frozen judge of final/ scoring held-out pairs one at a time
 // (reward-test, the vote test): a pair packed in one row (Study::pair_batch),

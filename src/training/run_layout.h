@@ -6,7 +6,8 @@
 //                              (config.json, model.safetensors, tokenizer.json,
 //                              generation_config.json) + pretrain.json
 //   RUN/base.checkpoints/      pretrain.state.gz while pretraining runs (crash safety)
-//   RUN/sft/ RUN/reward/ RUN/ppo/ RUN/dpo/
+//   RUN/sft/ RUN/reward/ RUN/ppo/ RUN/dpo/ RUN/rloo/ RUN/grpo/ (baselines, SPEC §12)
+//   RUN/ppo-whiten/ RUN/ppo-vclip/ RUN/ppo-k3/ (PPO with one design switch on: as RUN/ppo/)
 //       <mode>.state.gz        resume state after --mode interrupt|continuous|resume
 //       <mode>.json            stage report of that mode (identity, history, seconds…)
 //       checkpoints/           <mode>.state.gz: periodic resume checkpoints while
@@ -82,15 +83,19 @@ struct RunLayout {
     std::filesystem::path tensorboard(const std::string& stage_name, const std::string& mode) const {
         return root / "tensorboard" / stage_name / mode;
     }
-    std::filesystem::path ppo_metrics(const std::string& mode) const {
-        return stage("ppo") / (mode + ".metrics.jsonl");
+    // PPO's files; `ppo` is the stage's folder name: "ppo", or a PPO with
+    // design switches on ("ppo-whiten", …: PpoSettings::stage()).
+    std::filesystem::path ppo_metrics(const std::string& mode, const std::string& ppo = "ppo") const {
+        return stage(ppo) / (mode + ".metrics.jsonl");
     }
-    std::filesystem::path ppo_rollouts(const std::string& mode) const { return stage("ppo") / "rollouts" / mode; }
-    std::filesystem::path snapshots() const { return stage("ppo") / "snapshots"; }
-    std::filesystem::path snapshot_dir(int64_t iteration) const {
+    std::filesystem::path ppo_rollouts(const std::string& mode, const std::string& ppo = "ppo") const {
+        return stage(ppo) / "rollouts" / mode;
+    }
+    std::filesystem::path snapshots(const std::string& ppo = "ppo") const { return stage(ppo) / "snapshots"; }
+    std::filesystem::path snapshot_dir(int64_t iteration, const std::string& ppo = "ppo") const {
         char name[32];
         std::snprintf(name, sizeof name, "iteration-%04lld", static_cast<long long>(iteration));
-        return snapshots() / name;
+        return snapshots(ppo) / name;
     }
     std::filesystem::path eval() const { return root / "eval"; }
     std::filesystem::path feedback_labels() const { return stage("reward") / "feedback.json"; }

@@ -152,7 +152,8 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
     }
     const json gen = read_json_file(run / "eval" / "sft-generations.json");
     EXPECT_EQ(gen.at("identity").at("readable_roots"),
-              json::array({"corpus/eval", "corpus/manifest.json", "base", "sft", "reward", "ppo", "eval"}));
+              json::array({"corpus/eval", "corpus/manifest.json", "base", "sft", "reward", "ppo", "dpo", "rloo", "grpo",
+                           "ppo-whiten", "ppo-vclip", "ppo-k3", "eval"}));
     const json timings = read_json_file(run / "eval" / "timings.json");
     for (const char* step : {"sft", "ppo"}) {
         EXPECT_GE(timings.at(step).at("generation_seconds").get<double>(), 0.0) << step;

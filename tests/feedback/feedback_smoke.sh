@@ -37,7 +37,7 @@ grep -qF -- "ppolab feedback export --run $RUN --preset tiny --set pretrain.toke
 [ ! -e "$RUN/reward" ] && [ ! -e "$RUN/results.json" ] || { echo "--until sft went past SFT"; exit 1; }
 refused "--votes: the candidates come from this run's SFT policy" "$BIN" run --out "$WORK/new" --votes x.json
 [ ! -e "$WORK/new" ] || { echo "a refused run left a folder"; exit 1; }
-refused "--until judge: expected one of prepare, pretrain, sft, reward, ppo, evaluate, overoptimisation, exercise" \
+refused "--until judge: expected one of prepare, pretrain, sft, reward, ppo, dpo, rloo, grpo, evaluate, overoptimisation, exercise" \
   "$BIN" run --resume "$RUN" --until judge
 step "$BIN" feedback export --run "$RUN" "${M[@]}" --out "$WORK/candidates.json"
 step "$BIN" feedback label-ai --candidates "$WORK/candidates.json" --labeler rubric --run "$RUN" --out "$WORK/rubric.json"

@@ -171,3 +171,118 @@ TEST(PpoStats, ExplainedVariance) {
     EXPECT_NEAR(explained_variance({1, 2, 3}, {1, 2, 3}), 1.0, 1e-12);
     EXPECT_NEAR(explained_variance({1, 2, 3}, {0, 0, 0}), 0.0, 1e-12);
 }
+
+// ---- The design switches (ppo_math.h 7–9), each against a hand computation.
+
+TEST(PpoSwitches, KlPenaltyInTheLossLeavesOnlyTheTerminalReward) {
+    RewardConfig c;
+    c.kl_penalty = KlPenalty::loss_k3;
+    const auto r = ppo_token_rewards({-1.f, -2.f, -0.5f}, {-1.5f, -1.f, -0.5f}, 3.0, true, c);
+    EXPECT_EQ(r, (std::vector<double>{0.0, 0.0, 3.0}));
+    EXPECT_EQ(parse_kl_penalty("reward_k1"), KlPenalty::reward_k1);
+    EXPECT_EQ(parse_kl_penalty("loss_k3"), KlPenalty::loss_k3);
+    EXPECT_THROW(parse_kl_penalty("k2"), Error);
+}
+
+TEST(PpoSwitches, K3LossByHandAndItsGradient) {
+    // x = ref − now: token 0 x = 0 (k3 0), token 1 x = ln 2 (k3 = 2 − ln 2 − 1).
+    const std::vector<float> now = {-1.f, -1.f}, ref = {-1.f, static_cast<float>(-1.0 + std::log(2.0))};
+    const KlLoss k = ppo_k3_loss(now, ref, 0.5);
+    const double x1 = static_cast<double>(ref[1]) + 1.0;
+    const double k3_1 = std::exp(x1) - x1 - 1.0;
+    EXPECT_NEAR(k.mean_k3, k3_1 / 2, 1e-15);
+    EXPECT_NEAR(k.loss, 0.5 * k3_1 / 2, 1e-15);
+    EXPECT_NEAR(k.dlogp[0], 0.0, 1e-15);
+    EXPECT_NEAR(k.dlogp[1], 0.5 * (1.0 - std::exp(x1)) / 2, 1e-15);  // ≈ −0.25: raising logp lowers k3 here
+    EXPECT_GE(ppo_k3_loss({-3.f}, {-0.1f}, 1.0).loss, 0.0);          // k3 ≥ 0 on either side
+    EXPECT_GE(ppo_k3_loss({-0.1f}, {-3.f}, 1.0).loss, 0.0);
+    for (size_t i = 0; i < 2; ++i) {
+        const float h = 1e-3f;
+        auto p = now, m = now;
+        p[i] += h;
+        m[i] -= h;
+        // Divided by the step the floats really took (p[i] − m[i] is not exactly 2h).
+        const double step = static_cast<double>(p[i]) - static_cast<double>(m[i]);
+        const double fd = (ppo_k3_loss(p, ref, 0.5).loss - ppo_k3_loss(m, ref, 0.5).loss) / step;
+        EXPECT_NEAR(k.dlogp[i], fd, 1e-6) << i;
+    }
+}
+
+TEST(PpoSwitches, WhiteningByHand) {
+    // Tokens {1, 2} and {3, 6}: mean 3, squares 4 + 1 + 0 + 9 = 14, unbiased var 14/3.
+    std::vector<std::vector<double>> a = {{1, 2}, {3, 6}};
+    ppo_whiten(a);
+    const double s = 1.0 / std::sqrt(14.0 / 3.0 + 1e-8);
+    EXPECT_NEAR(a[0][0], -2 * s, 1e-14);
+    EXPECT_NEAR(a[0][1], -1 * s, 1e-14);
+    EXPECT_NEAR(a[1][0], 0.0, 1e-14);
+    EXPECT_NEAR(a[1][1], 3 * s, 1e-14);
+    std::vector<std::vector<double>> one = {{4.0}};
+    EXPECT_THROW(ppo_whiten(one), Error);
+}
+
+TEST(PpoSwitches, ValueClippingByHand) {
+    // old 0, c 0.2; returns 1 for every token.
+    //  V = 0.1: inside the range, clipped = V: the ordinary loss (0.9²) and gradient.
+    //  V = 0.5: clipped 0.2 → (0.8)² > (0.5)²: the clipped branch, no gradient.
+    //  V = −0.5: clipped −0.2 → (1.2)² < (1.5)²: the unclipped branch, gradient.
+    const std::vector<float> v = {0.1f, 0.5f, -0.5f}, old = {0.f, 0.f, 0.f};
+    const std::vector<double> R = {1, 1, 1};
+    const ClippedCriticLoss c = ppo_clipped_critic_loss(v, old, R, 0.5, 0.2);
+    const double e0 = 0.1f - 1.0, e2 = -0.5 - 1.0, e1c = 0.2 - 1.0;
+    EXPECT_NEAR(c.loss, 0.5 * (e0 * e0 + e1c * e1c + e2 * e2) / 3, 1e-7);
+    EXPECT_NEAR(c.dvalues[0], 2 * 0.5 * e0 / 3, 1e-12);
+    EXPECT_EQ(c.dvalues[1], 0.0);
+    EXPECT_NEAR(c.dvalues[2], 2 * 0.5 * e2 / 3, 1e-12);
+    EXPECT_NEAR(c.clipfrac, 1.0 / 3, 1e-15);
+    // A huge range never clips: exactly the unclipped loss.
+    const ClippedCriticLoss wide = ppo_clipped_critic_loss(v, old, R, 0.5, 1e9);
+    const CriticLoss plain = ppo_critic_loss(v, R, 0.5);
+    EXPECT_EQ(wide.loss, plain.loss);
+    EXPECT_EQ(wide.dvalues, plain.dvalues);
+    EXPECT_EQ(wide.clipfrac, 0.0);
+}
+
+// ---- The group baselines (ppo_math.h 10–11).
+
+TEST(GroupBaselines, SequenceRewardIsTheTerminalRewardMinusBetaTimesTheLogRatioSum) {
+    const RewardConfig c{0.5, MissingEos::replace, -1.0};
+    EXPECT_NEAR(sequence_reward({-1.f, -2.f}, {-1.5f, -1.f}, 3.0, true, c), 3.0 - 0.5 * (0.5 - 1.0), 1e-12);
+    EXPECT_NEAR(sequence_reward({-1.f}, {-1.f}, 3.0, false, c), -1.0, 1e-12);  // cut: the penalty instead
+}
+
+TEST(GroupBaselines, LeaveOneOutByHand) {
+    // R = {1, 2, 6}: baselines (2+6)/2 = 4, (1+6)/2 = 3.5, (1+2)/2 = 1.5.
+    const std::vector<double> A = group_advantages({1, 2, 6}, GroupAdvantage::rloo, "t");
+    EXPECT_EQ(A, (std::vector<double>{1 - 4.0, 2 - 3.5, 6 - 1.5}));
+    // Leave-one-out advantages sum to zero, and equal k/(k−1) times the mean-centred reward.
+    EXPECT_NEAR(A[0] + A[1] + A[2], 0.0, 1e-15);
+    EXPECT_NEAR(A[0], 1.5 * (1 - 3.0), 1e-15);
+}
+
+TEST(GroupBaselines, GroupNormalisedByHand) {
+    // R = {1, 2, 6}: mean 3, unbiased std √((4 + 1 + 9)/2) = √7.
+    const std::vector<double> A = group_advantages({1, 2, 6}, GroupAdvantage::grpo, "t");
+    const double sd = std::sqrt(7.0) + 1e-4;
+    EXPECT_NEAR(A[0], -2 / sd, 1e-15);
+    EXPECT_NEAR(A[1], -1 / sd, 1e-15);
+    EXPECT_NEAR(A[2], 3 / sd, 1e-15);
+    // Equal rewards: no signal, exactly zero (the 1e-4 keeps it finite).
+    EXPECT_EQ(group_advantages({0.5, 0.5}, GroupAdvantage::grpo, "t"), (std::vector<double>{0.0, 0.0}));
+    EXPECT_EQ(group_advantages({0.5, 0.5}, GroupAdvantage::rloo, "t"), (std::vector<double>{0.0, 0.0}));
+}
+
+TEST(GroupBaselines, AGroupOfOneIsRefusedWithTheKey) {
+    for (GroupAdvantage kind : {GroupAdvantage::rloo, GroupAdvantage::grpo}) {
+        try {
+            group_advantages({1.0}, kind, "rloo iteration 3 prompt p-7");
+            FAIL() << "a group of one was accepted";
+        } catch (const Error& e) {
+            const std::string m = e.what();
+            EXPECT_NE(m.find("rloo iteration 3 prompt p-7: a group of 1 response(s)"), std::string::npos) << m;
+            EXPECT_NE(m.find("rl.samples_per_prompt"), std::string::npos) << m;
+        }
+    }
+    EXPECT_EQ(parse_group_advantage("grpo"), GroupAdvantage::grpo);
+    EXPECT_THROW(parse_group_advantage("ppo"), Error);
+}

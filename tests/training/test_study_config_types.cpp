@@ -107,18 +107,21 @@ TEST(StudyConfigTypes, EveryKeyHasAMeaningAndAUnit) {
 // prompts (scripts/sweep_validation.sh: actor 1.25e-4, critic 2.5e-4) and
 // the tiny preset's description said so, and when the dpo section was added
 // (new keys; no other number changed) with the tiny preset's dpo.lr chosen
-// on validation pairs (README, "When to use what").
+// on validation pairs (README, "When to use what"), and when PPO's design
+// switches (ppo.whiten_advantages, value_clipping, cliprange_value,
+// kl_penalty: all off, the seed's PPO) and the rl section were added (new
+// keys; no other number changed).
 TEST(StudyConfigTypes, PresetHashesArePinned) {
     const std::map<std::string, std::pair<std::string, std::string>> pinned = {
         {"tiny",
-         {"c3a0a296f5a818ede3806088cf49c32550eb0a2a0289e3bfbae070257e1a3f5a",
-          "41e5f9255d0cbe445b97ea8fc323a45dfb338f667bc81dd9770735c5a573039d"}},
+         {"295689977d7a0a9e9476884e9c0d60159393eb789ffdb2ef0b787643dd9e3d6a",
+          "fb8cdd91463b7fbed06068e0b134a0f9673e842c56aa7cd4192b2cd68c6bd2f7"}},
         {"seed",
-         {"8714712688d4ac716ef82cd06b782e5f71afdce1ba2c54589c5b6560bc4d6959",
-          "55fb0bb8b8e11b18ea5be9021f1f5bc4422e75521c76cbbc16d96bab779f17ba"}},
+         {"0a2e85795fc4d9febcc623bedff2cdb5fc7865bd1aeaf178f6dd2cfdcb0b2ca3",
+          "4a1bdc23aa113faa6dc2d180d425e5fbdc2292029d1c16b34f33d7e01615c629"}},
         {"generic",
-         {"47faa67d3d3a8a9b7c687b1cf1925dd98693312a42962276c0c8ff4275024e54",
-          "3a46fa014cc1eec937b75ac7e0fc340523f9286fcda1165c4eb988b04201d397"}},
+         {"4272b55dd4a7ba2aacf36904173d1d17ae98e7784dbc8b381bf76312cfe6dd38",
+          "882e19c9c12122f2981185feae3ac1abf629acba84aa2ed37e36e7f0b975db41"}},
     };
     for (const auto& [name, hashes] : pinned) {
         const json c = effective_config(name, {}, {});

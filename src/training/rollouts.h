@@ -1,0 +1,70 @@
+// rollouts.h — what the online stages share about sampled responses (PPO,
+// ppo.h; the group baselines RLOO and GRPO, rl.h): the rollout prompts and
+// their seeded order, one sampled response with its per-token numbers, and
+// the copies between a ScoringBatch's per-position buffers and one response.
+#pragma once
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+#include "model/qwen2.h"
+#include "model/scoring.h"
+#include "training/study.h"
+#include "util/json.h"
+#include "util/rng.h"
+
+namespace ppolab {
+
+// How a sampled response ended. The JSON spells it "eos" | "length".
+enum class Finish { eos, length };
+const char* finish_name(Finish finish);
+
+// One sampled response and every number an online stage derives from it
+// (the critic's values and returns: PPO only).
+struct Rollout {
+    std::string id;         // iteration-NNN-slot-K, unique, consumed once
+    std::string prompt_id;  // the rollout prompt it answers
+    ScoringRow row;         // prompt ids, response ids (EOS last when it ended the row)
+    Finish finish = Finish::length;
+    std::vector<float> old_logp, ref_logp, values;  // (n) detached, from the sampling/old policies
+    double score = 0;                               // the judge's predicted simulated-preference score
+    std::vector<double> rewards, advantages, returns;
+};
+
+// The prompts rolled out on: learn/ only — or, for a judge that learned from
+// votes, the prompts of its train-split labels (SPEC §8) — rendered and
+// checked against limits.max_prompt (refused, never truncated).
+struct RolloutPrompts {
+    std::vector<PromptRow> prompts;
+    std::vector<std::vector<int32_t>> ids;  // the rendered prompt of each
+    json data_identity;                     // the file(s) they came from, for the identity block
+    static RolloutPrompts load(const Study& study);
+    int64_t size() const { return static_cast<int64_t>(prompts.size()); }
+};
+
+// A seeded permutation of the prompts and the cursor in it; a new
+// permutation is drawn each time it runs out (part of the exact state).
+struct PromptOrder {
+    std::vector<int64_t> order;
+    int64_t cursor = 0;
+    int64_t next(Philox& sampler, int64_t count);
+};
+
+// Samples `repeats` responses (temperature 1, full vocabulary, EOS or
+// limits.max_response) to each of `chosen` (indices into `prompts`), in one
+// batch: slot K = j·repeats + r answers chosen[j]. The ids are
+// iteration-NNN-slot-K; an id already in `seen` is an Error. old_logp is the
+// sampling forward's, never replaced.
+std::vector<Rollout> sample_rollouts(Qwen2& model, const Study& study, const RolloutPrompts& prompts,
+                                     const std::vector<int64_t>& chosen, int64_t repeats, Philox& generation,
+                                     int64_t iteration, std::set<std::string>& seen);
+
+// The response positions of batch row `row` of a per-position buffer (B × T).
+std::vector<float> response_slice(const ScoringBatch& batch, const float* per_position, int64_t row);
+// Scatters one row's per-token gradient, divided by `rows` (the mean over the
+// batch's rows), into a per-position buffer.
+void scatter_row(const ScoringBatch& batch, int64_t row, const std::vector<double>& d, double rows, float* out);
+
+}  // namespace ppolab
