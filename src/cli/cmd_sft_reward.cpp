@@ -106,9 +106,8 @@ static Command reward_test_cmd(
 
 static Command resume_check_cmd(
     "resume-check",
-    "resume-check sft|reward|ppo|dpo|rloo|grpo|ppo-<switch> --run DIR [--replicate K]   bitwise comparison of continuous and "
-    "resumed "
-    "states\n"
+    "resume-check sft|reward|ppo|dpo|rloo|grpo|ppo-<switch> --run DIR [--replicate K]   bitwise comparison of "
+    "continuous and resumed states\n"
     "                            | resume-check --states A.state.gz B.state.gz   the same for any two state files",
     {"states"}, [](const Args& args) {
         if (args.has("states")) {

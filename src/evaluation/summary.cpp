@@ -117,9 +117,8 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
                     return sig3(at(i, {"mean"})) + " [" + sig3(at(i, {"low"})) + ", " + sig3(at(i, {"high"})) + "]";
                 };
                 const std::string kl_text =
-                    kl.is_object()
-                        ? unsigned_interval(kl)
-                        : (at(row, {"kl_bound"}).is_number() ? "<= " + sig3(at(row, {"kl_bound"})) : kNone);
+                    kl.is_object() ? unsigned_interval(kl)
+                                   : (at(row, {"kl_bound"}).is_number() ? "<= " + sig3(at(row, {"kl_bound"})) : kNone);
                 // Mean training seconds over the replicates (results.json comparison_seconds).
                 std::string secs = kNone;
                 const json& per = at(r, {"comparison_seconds", "per_replicate", name.c_str()});
