@@ -144,7 +144,7 @@ std::vector<Step> study_steps(const RunLayout& run, const json& config, const st
 }
 
 // "sft-continuous" → "sft continuous"; "replicate-2/ppo-continuous" →
-// "replicate 2 ppo continuous".
+// "replicate 2 ppo continuous"; "ppo-k3-continuous" → "ppo-k3 continuous".
 std::string step_label(const std::string& name) {
     std::string chain, label = name;
     if (const size_t slash = name.find('/'); slash != std::string::npos) {
@@ -152,7 +152,8 @@ std::string step_label(const std::string& name) {
         chain[chain.find('-')] = ' ';
         label = name.substr(slash + 1);
     }
-    if (const size_t dash = label.find('-');
+    // The mode follows the last dash: "ppo-whiten-continuous" → "ppo-whiten continuous".
+    if (const size_t dash = label.rfind('-');
         dash != std::string::npos && label.rfind("resume-check", 0) != 0 && label != "reward-test")
         label[dash] = ' ';
     return chain + label;

@@ -98,6 +98,37 @@ std::string render_comparison(const json& d, const std::string& where) {
              "</td><td class=\"n\">" + interval_text(interval(row, "gold_minus_ppo", w), 100) + "</td></tr>\n";
     }
     s += "</table>\n";
+    // The same table on gold and proxy against √KL: one point (with its interval bar) per trained policy.
+    const std::string x_label = "d = √KL(π ‖ π_SFT), exact";
+    PlotSpec gold{"", "Gold: rubric success − SFT", x_label, "gold − SFT (fraction)", {}, true};
+    PlotSpec proxy{"", "Proxy: judge score − SFT", x_label, "proxy − SFT (judge score)", {}, true};
+    gold.x_from_zero = proxy.x_from_zero = true;
+    const char* const colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                   "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+    size_t k = 0;
+    for (const json& row : json_field(d["comparison"], "table", w)) {
+        if (!row.contains("kl_exact_to_sft")) continue;  // best-of-n: another baseline (SFT's samples)
+        const char* colour = colours[k++ % std::size(colours)];
+        for (PlotSpec* p : {&gold, &proxy}) {
+            const Interval kl = interval(row, "kl_exact_to_sft", w),
+                           y = interval(row, p == &gold ? "gold_minus_sft" : "proxy_minus_sft", w);
+            PlotSeries m{json_string(row, "policy", w), {std::sqrt(std::max(0.0, kl.mean))}, {y.mean}};
+            m.y_low = {y.low};
+            m.y_high = {y.high};
+            m.style = PlotSeries::Style::markers;
+            m.colour = colour;
+            p->series.push_back(m);
+        }
+    }
+    for (PlotSpec* p : {&gold, &proxy}) {
+        PlotSeries origin{"SFT (origin)", {0.0}, {0.0}};
+        origin.style = PlotSeries::Style::markers;
+        origin.colour = "#000";
+        p->series.push_back(origin);
+    }
+    s += svg_panels("plot-comparison", "The methods against √KL", {gold, proxy},
+                    "Each trained policy's greedy evaluation on the test prompts, placed by the exact KL to SFT "
+                    "(mean over replicates), with the 95 % interval of its gain over SFT as a bar.");
     const json& c = d["comparison"];
     if (c.contains("best_gold"))
         s += "<p id=\"comparison-answer\" class=\"answer\">" +
@@ -248,27 +279,8 @@ std::string render_overoptimisation(const fs::path& run) {
             origin.colour = "#000";
             const json& fits = json_field(o, "fits", where);
             const Fit rl = read_fit(fits, "rl", metric, where), bf = read_fit(fits, "best_of_n", metric, where);
-            // run --compare: each trained policy's greedy evaluation (the Findings table), one point each.
-            std::vector<PlotSeries> methods;
-            if (d.contains("comparison") && d["comparison"].contains("table"))
-                for (const json& row : d["comparison"]["table"]) {
-                    if (!row.contains("kl_exact_to_sft")) continue;  // best-of-n: already the curve
-                    const std::string w = where + ".comparison.table";
-                    const Interval kl = interval(row, "kl_exact_to_sft", w),
-                                   y = interval(row, p == &gold ? "gold_minus_sft" : "proxy_minus_sft", w);
-                    PlotSeries m{json_string(row, "policy", w) + " (greedy evaluation)", {}, {}};
-                    m.style = PlotSeries::Style::markers;
-                    m.x.push_back(std::sqrt(std::max(0.0, kl.mean)));
-                    m.y.push_back(y.mean);
-                    m.y_low.push_back(y.low);
-                    m.y_high.push_back(y.high);
-                    if (std::isfinite(m.x.back())) d_max = std::max(d_max, m.x.back());
-                    methods.push_back(m);
-                }
             p->series = {snaps, bon, fit_curve(rl, true, d_max, "RL fit d(α − β log d)", "#2ca02c"),
-                         fit_curve(bf, false, d_max, "best-of-n fit d(α − βd)", "#9467bd")};
-            p->series.insert(p->series.end(), methods.begin(), methods.end());
-            p->series.push_back(origin);
+                         fit_curve(bf, false, d_max, "best-of-n fit d(α − βd)", "#9467bd"), origin};
             if (d_max <= 0) p->series.clear();
             text += "<li>" + std::string(metric) + ": RL fit " + peak_text(rl) + "; best-of-n fit " + peak_text(bf) +
                     "</li>\n";
@@ -286,9 +298,7 @@ std::string render_overoptimisation(const fs::path& run) {
                     "best-of-n from SFT, placed by d = √KL to SFT (exact sequence KL for policies, "
                     "log n − (n−1)/n "
                     "for best-of-n), with the fits R_RL(d) = d(α − β log d) and R_bon(d) = d(α − βd) of Gao, "
-                    "Schulman and Hilton (2022); gold and proxy relative to SFT, so SFT sits at the origin. "
-                    "With run --compare, each trained policy's greedy evaluation on the test prompts is one more "
-                    "point (gold and proxy relative to SFT's greedy outputs).");
+                    "Schulman and Hilton (2022); gold and proxy relative to SFT, so SFT sits at the origin.");
     if (text.empty()) return s + not_run("ppolab findings (RUN/findings.json with 'overoptimisation')");
     return s + text;
 }

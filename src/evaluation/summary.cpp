@@ -107,7 +107,7 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
         const json& table = at(r, {"comparison", "table"});
         if (table.is_array()) {
             line("comparison     test prompts, gains over SFT with 95 % intervals (best-of-n: temperature-1 samples)");
-            line(format("  %-10s %-22s %-22s %-20s %-20s %s", "method", "gold (rubric, points)", "proxy (judge score)",
+            line(format("  %-10s %-22s %-24s %-20s %-21s %s", "method", "gold (rubric, points)", "proxy (judge score)",
                         "exact KL to SFT", "gold - PPO (points)", "train s"));
             for (const json& row : table) {
                 const std::string name = at(row, {"policy"}).get<std::string>();
@@ -129,7 +129,7 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
                         if (v.is_number()) sum += v.get<double>(), ++n;
                     if (n == per.size()) secs = format("%.0f", sum / static_cast<double>(n));
                 }
-                line(format("  %-10s %-22s %-22s %-20s %-20s %s",
+                line(format("  %-10s %-22s %-24s %-20s %-21s %s",
                             (name == "bon" ? "bon-" + at(row, {"n"}).dump() : name).c_str(),
                             interval(at(row, {"gold_minus_sft"}), 100).c_str(),
                             interval(at(row, {"proxy_minus_sft"}), 1).c_str(), kl_text.c_str(),
