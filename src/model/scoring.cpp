@@ -160,18 +160,27 @@ static void check_same(const Qwen2& m, const ScoringBatch& s) { PPOLAB_ASSERT(m.
 // Per-token outputs read the hidden state before each token: a packed pair
 // batch's second answer does not follow its first.
 static void check_not_packed(const ScoringBatch& s, const char* what) {
-    if (!s.reads.empty()) fail(what, ": a packed pair batch gives reward scores only");
+    if (!s.reads.empty()) fail(what, ": a packed pair batch gives reward scores and response log-probs only");
+}
+
+// The hidden row that produces the response token at `pos`: the one before
+// it — but a packed pair's rejected answer (mask 3) follows the prompt, not
+// the chosen answer (mask 2), so its first token reads the prompt's last row.
+static int64_t producing_position(const ScoringBatch& s, int64_t pos) {
+    int64_t p = pos - 1;
+    if (s.mask[static_cast<size_t>(pos)] == 3)
+        while (s.mask[static_cast<size_t>(p)] == 2) --p;
+    return p;
 }
 
 void Scorer::response_logprobs(const ScoringBatch& s, float* logp, bool for_backward) {
     check_batch(s);
-    check_not_packed(s, "response log-probs");
     model_.forward(s.tokens.data(), s.mask.data(), s.B, s.T, for_backward);
     auto pos = response_positions(s);
     std::vector<int64_t> src(pos.size());
     targets_.resize(pos.size());
     for (size_t i = 0; i < pos.size(); ++i) {
-        src[i] = pos[i] - 1;  // the prefix that produces the token
+        src[i] = producing_position(s, pos[i]);  // the prefix that produces the token
         targets_[i] = s.tokens[static_cast<size_t>(pos[i])];
     }
     gather(src);

@@ -60,7 +60,9 @@ ScoringBatch scoring_batch(const std::vector<ScoringRow>& rows, const ScoringLim
 // (on the seed preset the prompt is ~65 of a pair's ~76 tokens per answer).
 // `reads` holds the 2n last answer tokens in the order of rows. Every row is
 // checked against the limits as in scoring_batch; pairs whose prompts
-// differ are an Error. Only reward_scores takes such a batch.
+// differ are an Error. reward_scores and response_logprobs take such a batch
+// (the first token of a rejected answer is produced by the prompt's last
+// position, as in its own row); critic_values does not.
 ScoringBatch packed_pair_batch(const std::vector<ScoringRow>& rows, const ScoringLimits& limits, int32_t pad_id);
 
 // Positions (b·T + t) of response tokens, row-major; and t_last of each row

@@ -15,12 +15,15 @@ namespace ppolab {
 
 namespace {
 
-// Each row's summed response log-probability (the rows of batch b).
-std::vector<double> row_sums(const ScoringBatch& b, const std::vector<float>& logp) {
-    std::vector<double> sums(static_cast<size_t>(b.B), 0.0);
+// Each answer's summed response log-probability from a packed pair batch
+// (one row per pair: the chosen answer mask 2, the rejected mask 3): the
+// chosen answer of pair i at [i], the rejected at [n + i].
+std::vector<double> answer_sums(const ScoringBatch& b, const std::vector<float>& logp) {
+    std::vector<double> sums(static_cast<size_t>(2 * b.B), 0.0);
     for (int64_t i = 0; i < b.B; ++i)
         for (int64_t t = 0; t < b.T; ++t)
-            if (b.response_mask[i * b.T + t]) sums[static_cast<size_t>(i)] += logp[i * b.T + t];
+            if (b.response_mask[i * b.T + t])
+                sums[static_cast<size_t>((b.mask[i * b.T + t] == 3 ? b.B : 0) + i)] += logp[i * b.T + t];
     return sums;
 }
 
@@ -52,29 +55,29 @@ public:
 
     double loss_and_grad(const std::vector<const SupervisedExample*>& group, double& denominator, json& trace,
                          const std::string& where, int64_t update) override {
-        // Rows [chosen 1..n, rejected 1..n]; each row's prompt is computed in its own row.
+        // One packed row per pair, [prompt | chosen | rejected]: the prompt computed once (scoring.h).
         const std::vector<ScoringRow> rows = pair_rows(group);
         const int64_t n = static_cast<int64_t>(group.size());
         denominator = static_cast<double>(n);
-        const ScoringBatch b = study_.batch(rows);
+        const ScoringBatch b = study_.pair_batch(rows);
         std::vector<float> logp(static_cast<size_t>(b.B * b.T)), ref(logp.size());
         scorer_.response_logprobs(b, logp.data(), true);
         reference_scorer_.response_logprobs(b, ref.data(), false);
         if (hooks_.nonfinite("dpo", "loss", update)) logp[0] = std::numeric_limits<float>::quiet_NaN();
-        const std::vector<double> pi = row_sums(b, logp), rho = row_sums(b, ref);
+        const std::vector<double> pi = answer_sums(b, logp), rho = answer_sums(b, ref);
         check_finite(pi, where, "policy log-probability");
         std::vector<double> dchosen(static_cast<size_t>(n)), drejected(static_cast<size_t>(n));
         std::vector<DpoPairTerms> terms(static_cast<size_t>(n));
         const double loss = dpo_loss(pi.data(), pi.data() + n, rho.data(), rho.data() + n, n, beta_, dchosen.data(),
                                      drejected.data(), terms.data());
         check_finite(loss, where, "loss (DPO)");
-        // ∂loss/∂logp of every response token of a row is that row's ∂loss/∂π.
+        // ∂loss/∂logp of every token of an answer is that answer's ∂loss/∂π.
         std::vector<float> dlogp(logp.size(), 0.f);
-        for (int64_t i = 0; i < b.B; ++i) {
-            const double g = i < n ? dchosen[static_cast<size_t>(i)] : drejected[static_cast<size_t>(i - n)];
+        for (int64_t i = 0; i < b.B; ++i)
             for (int64_t t = 0; t < b.T; ++t)
-                if (b.response_mask[i * b.T + t]) dlogp[i * b.T + t] = static_cast<float>(g);
-        }
+                if (b.response_mask[i * b.T + t])
+                    dlogp[i * b.T + t] = static_cast<float>(b.mask[i * b.T + t] == 3 ? drejected[static_cast<size_t>(i)]
+                                                                                     : dchosen[static_cast<size_t>(i)]);
         scorer_.response_logprobs_backward(b, dlogp.data());
         for (int64_t i = 0; i < n; ++i) {
             const DpoPairTerms& t = terms[static_cast<size_t>(i)];
@@ -94,11 +97,11 @@ public:
             const size_t end = std::min(rows.size(), i + chunk);
             const std::vector<ScoringRow> part = pair_rows(rows, i, end);
             const int64_t n = static_cast<int64_t>(end - i);
-            const ScoringBatch b = study_.batch(part);
+            const ScoringBatch b = study_.pair_batch(part);
             std::vector<float> logp(static_cast<size_t>(b.B * b.T)), ref(logp.size());
             scorer_.response_logprobs(b, logp.data(), false);
             reference_scorer_.response_logprobs(b, ref.data(), false);
-            const std::vector<double> pi = row_sums(b, logp), rho = row_sums(b, ref);
+            const std::vector<double> pi = answer_sums(b, logp), rho = answer_sums(b, ref);
             std::vector<DpoPairTerms> terms(static_cast<size_t>(n));
             loss += dpo_loss(pi.data(), pi.data() + n, rho.data(), rho.data() + n, n, beta_, nullptr, nullptr,
                              terms.data()) *

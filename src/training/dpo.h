@@ -4,7 +4,9 @@
 // the reference, no judge, no critic and no generation. Per pair the summed
 // response log-probabilities (EOS included) of both answers under the policy
 // and the reference give the loss −log σ(β[(π_c − ρ_c) − (π_r − ρ_r)])
-// (training/losses.h), `dpo.pairs_per_update` pairs per update. Validation on
+// (training/losses.h), `dpo.pairs_per_update` pairs per update; each pair is
+// one packed row [prompt | chosen | rejected] (scoring.h), the prompt
+// computed once, as the judge's. Validation on
 // the validation pairs after each epoch (loss, implicit-reward accuracy and
 // margin; never used to select anything). The epochs, modes, checkpoints and
 // the bitwise resume proof: supervised_stage.h, as SFT and the judge.

@@ -216,19 +216,104 @@ TEST(Qwen2Scoring, PackedPairsEqualSeparateRows) {
         std::printf("[packed pairs, %s] scores %.2e, worst gradient tensor %.2e (relative to its largest element)\n",
                     what, score_err, worst);
     }
-    // Only reward scores take a packed batch; a pair must share its prompt.
+    // Critic values take no packed batch; a pair must share its prompt.
     {
         const Qwen2Weights w = small_weights(c, WeightType::f32);
         Qwen2 model(w);
         Scorer sc(model);
-        std::vector<float> logp(static_cast<size_t>(packed.B * packed.T));
-        EXPECT_NE(message_of([&] { sc.response_logprobs(packed, logp.data()); }).find("reward scores only"),
+        ScalarHead head = random_head(c.hidden_size, 80);
+        std::vector<float> values(static_cast<size_t>(packed.B * packed.T));
+        EXPECT_NE(message_of([&] {
+                      sc.critic_values(packed, head, values.data());
+                  }).find("a packed pair batch gives reward scores and response log-probs only"),
                   std::string::npos);
     }
     std::vector<ScoringRow> bad = rows;
     bad[n].prompt.push_back(1);
     EXPECT_NE(message_of([&] { packed_pair_batch(bad, lim, 0); }).find("rows 0 and 3 have different prompts"),
               std::string::npos);
+}
+
+// Response log-probs of a packed pair batch (DPO's rows): each answer's
+// tokens — the rejected answer's first one too, which the prompt's last
+// position produces — and the LoRA gradients equal those of separate rows up
+// to float summation order.
+TEST(Qwen2Scoring, PackedPairLogprobsEqualSeparateRows) {
+    const Qwen2Config c = small_config();
+    Philox rng(81, 0);
+    auto ids = [&](int64_t n) {
+        std::vector<int32_t> v(static_cast<size_t>(n));
+        for (auto& x : v) x = static_cast<int32_t>(rng.below(static_cast<uint64_t>(c.vocab_size)));
+        return v;
+    };
+    const std::vector<std::array<int64_t, 3>> shapes = {{7, 3, 5}, {4, 6, 1}, {9, 2, 2}};  // prompt, chosen, rejected
+    const size_t n = shapes.size();
+    std::vector<ScoringRow> rows(2 * n);
+    for (size_t i = 0; i < n; ++i) {
+        const auto prompt = ids(shapes[i][0]);
+        rows[i] = {prompt, ids(shapes[i][1])};
+        rows[n + i] = {prompt, ids(shapes[i][2])};
+    }
+    const ScoringLimits lim;
+    const ScoringBatch packed = packed_pair_batch(rows, lim, 0), apart = scoring_batch(rows, lim, 0);
+    // Answer k's per-token values (k < n: chosen of pair k; else rejected of pair k − n), in order.
+    auto answers = [&](const ScoringBatch& b, const std::vector<float>& per_pos) {
+        std::vector<std::vector<double>> out(2 * n);
+        for (int64_t r = 0; r < b.B; ++r)
+            for (int64_t t = 0; t < b.T; ++t) {
+                const size_t at = static_cast<size_t>(r * b.T + t);
+                if (!b.response_mask[at]) continue;
+                const size_t k =
+                    b.reads.empty() ? static_cast<size_t>(r) : (b.mask[at] == 3 ? n : 0) + static_cast<size_t>(r);
+                out[k].push_back(per_pos[at]);
+            }
+        return out;
+    };
+    for (WeightType type : {WeightType::f32, WeightType::bf16}) {
+        const double tol = type == WeightType::f32 ? 1e-5 : 2e-2;
+        const Qwen2Weights w = small_weights(c, type);
+        LoraAdapters lora = random_lora(c, 82);
+        Qwen2 model(w, &lora);
+        Scorer sc(model);
+        auto run = [&](const ScoringBatch& b) {
+            lora.zero_grad();
+            std::vector<float> logp(static_cast<size_t>(b.B * b.T)), dlogp(logp.size(), 0.f);
+            sc.response_logprobs(b, logp.data(), true);
+            // A different weight per answer and token: 1/(k + 1) + 0.1 t.
+            std::vector<int64_t> seen(2 * n, 0);
+            for (int64_t r = 0; r < b.B; ++r)
+                for (int64_t t = 0; t < b.T; ++t) {
+                    const size_t at = static_cast<size_t>(r * b.T + t);
+                    if (!b.response_mask[at]) continue;
+                    const size_t k =
+                        b.reads.empty() ? static_cast<size_t>(r) : (b.mask[at] == 3 ? n : 0) + static_cast<size_t>(r);
+                    dlogp[at] =
+                        static_cast<float>(1.0 / static_cast<double>(k + 1) + 0.1 * static_cast<double>(seen[k]++));
+                }
+            sc.response_logprobs_backward(b, dlogp.data());
+            std::vector<std::vector<float>> grads;
+            for (const auto& p : lora.parameters()) grads.emplace_back(p.grad, p.grad + p.numel());
+            return std::pair{answers(b, logp), grads};
+        };
+        const auto [la, ga] = run(apart);
+        const auto [lp, gp] = run(packed);
+        const char* what = type == WeightType::f32 ? "FP32 base" : "BF16 base";
+        for (size_t k = 0; k < 2 * n; ++k) {
+            ASSERT_EQ(lp[k].size(), la[k].size()) << what << " answer " << k;
+            ASSERT_EQ(lp[k].size(), static_cast<size_t>(shapes[k % n][k < n ? 1 : 2])) << k;
+            for (size_t t = 0; t < la[k].size(); ++t)
+                EXPECT_NEAR(lp[k][t], la[k][t], (type == WeightType::f32 ? 1e-5 : 2e-2) * (1 + std::fabs(la[k][t])))
+                    << what << " answer " << k << " token " << t;
+        }
+        double worst = 0;
+        for (size_t i = 0; i < ga.size(); ++i) {
+            const double e = rel_max_error(gp[i], std::vector<double>(ga[i].begin(), ga[i].end()), 1e-6);
+            EXPECT_LT(e, tol) << what << " gradient tensor " << i;
+            worst = std::max(worst, e);
+        }
+        std::printf("[packed pair log-probs, %s] worst gradient tensor %.2e (relative to its largest element)\n", what,
+                    worst);
+    }
 }
 
 TEST(Qwen2Lora, SeedShapeCountsWithoutAllocating) {
