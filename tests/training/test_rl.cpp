@@ -35,6 +35,10 @@ const std::string kRlSets =
 struct MicroRun {
     fs::path run;
     std::string bin, at;
+    ~MicroRun() {  // at exit: the folder goes with the test process
+        std::error_code ec;
+        if (!run.empty()) fs::remove_all(run.parent_path(), ec);
+    }
 };
 
 const MicroRun& micro_run() {
