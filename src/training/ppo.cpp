@@ -131,26 +131,27 @@ std::vector<Rollout> PpoRun::iterate() {
     const RolloutStats stats = advantages(rollouts);
     // 5. the updates of actor and critic over the same rollouts
     const UpdateStats updates = update(rollouts, batch);
-    ++iteration_;
-    for (const Rollout& r : rollouts) consumed_.push_back(r.id);
+    ++pos_.iteration;
+    for (const Rollout& r : rollouts) pos_.consumed.push_back(r.id);
     // 6. record: metrics, the rollouts' per-token tables, the phase seconds
     record(rollouts, stats, updates);
     phase_seconds_["iteration"] = since(t_iter);
-    iteration_seconds.push_back({{"iteration", iteration_}, {"seconds", phase_seconds_}});
+    iteration_seconds.push_back({{"iteration", pos_.iteration}, {"seconds", phase_seconds_}});
     return rollouts;
 }
 
 std::vector<Rollout> PpoRun::rollout() {
-    const std::string where = iteration_where(iteration_ + 1);
+    const std::string where = iteration_where(pos_.iteration + 1);
     std::vector<int64_t> chosen;
-    for (int64_t k = 0; k < cfg_.prompts_per_iteration; ++k) chosen.push_back(order_.next(sampler_, prompts_.size()));
+    for (int64_t k = 0; k < cfg_.prompts_per_iteration; ++k)
+        chosen.push_back(pos_.order.next(sampler_, prompts_.size()));
     const auto t = Clock::now();
     std::vector<Rollout> rollouts =
-        sample_rollouts(actor_model_, s_, prompts_, chosen, 1, generation_, iteration_ + 1, seen_);
+        sample_rollouts(actor_model_, s_, prompts_, chosen, 1, generation_, pos_.iteration + 1, pos_.seen);
     phase_seconds_["generation"] = since(t);
     for (size_t k = 0; k < rollouts.size(); ++k) {
         Rollout& r = rollouts[k];
-        if (k == 0 && !r.old_logp.empty() && hooks_.nonfinite("ppo", "logprob", iteration_ + 1))
+        if (k == 0 && !r.old_logp.empty() && hooks_.nonfinite("ppo", "logprob", pos_.iteration + 1))
             r.old_logp[0] = std::numeric_limits<float>::quiet_NaN();
         check_finite(r.old_logp, where + " rollout " + r.id, "sampling log-prob (old_logp)");
     }
@@ -158,7 +159,7 @@ std::vector<Rollout> PpoRun::rollout() {
 }
 
 ScoringBatch PpoRun::score(std::vector<Rollout>& rollouts) {
-    const std::string where = iteration_where(iteration_ + 1);
+    const std::string where = iteration_where(pos_.iteration + 1);
     std::vector<ScoringRow> rows;
     for (const Rollout& r : rollouts) rows.push_back(r.row);
     ScoringBatch batch = s_.batch(rows);
@@ -177,14 +178,14 @@ ScoringBatch PpoRun::score(std::vector<Rollout>& rollouts) {
     for (int64_t b = 0; b < B; ++b) {
         Rollout& r = rollouts[static_cast<size_t>(b)];
         r.values = response_slice(batch, per_pos.data(), b);
-        if (b == 0 && !r.values.empty() && hooks_.nonfinite("ppo", "value", iteration_ + 1))
+        if (b == 0 && !r.values.empty() && hooks_.nonfinite("ppo", "value", pos_.iteration + 1))
             r.values[0] = std::numeric_limits<float>::quiet_NaN();
         check_finite(r.values, where + " rollout " + r.id, "critic value");
     }
     phase_seconds_["critic_values"] = since(t);
     t = Clock::now();
     judge_scorer_.reward_scores(batch, *judge_.head, scores.data(), false);
-    if (hooks_.nonfinite("ppo", "score", iteration_ + 1)) scores[0] = std::numeric_limits<float>::quiet_NaN();
+    if (hooks_.nonfinite("ppo", "score", pos_.iteration + 1)) scores[0] = std::numeric_limits<float>::quiet_NaN();
     check_finite(scores, where, "judge score");
     phase_seconds_["judge"] = since(t);
     for (int64_t b = 0; b < B; ++b) rollouts[static_cast<size_t>(b)].score = scores[static_cast<size_t>(b)];
@@ -192,7 +193,7 @@ ScoringBatch PpoRun::score(std::vector<Rollout>& rollouts) {
 }
 
 RolloutStats PpoRun::advantages(std::vector<Rollout>& rollouts) const {
-    const std::string where = iteration_where(iteration_ + 1);
+    const std::string where = iteration_where(pos_.iteration + 1);
     RolloutStats st;
     for (size_t b = 0; b < rollouts.size(); ++b) {
         Rollout& r = rollouts[b];
@@ -201,7 +202,7 @@ RolloutStats PpoRun::advantages(std::vector<Rollout>& rollouts) const {
         Advantages a = ppo_gae(r.rewards, r.values, cfg_.gamma, cfg_.lambda);
         r.advantages = a.advantages;
         r.returns = a.returns;
-        if (b == 0 && !r.advantages.empty() && hooks_.nonfinite("ppo", "advantage", iteration_ + 1))
+        if (b == 0 && !r.advantages.empty() && hooks_.nonfinite("ppo", "advantage", pos_.iteration + 1))
             r.advantages[0] = std::numeric_limits<double>::quiet_NaN();
         check_finite(r.rewards, where + " rollout " + r.id, "per-token reward");
         check_finite(r.advantages, where + " rollout " + r.id, "advantage");
@@ -237,8 +238,8 @@ UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts, const ScoringBa
     double t_actor = 0, t_critic = 0;
     UpdateStats st;
     for (int64_t u = 0; u < cfg_.updates_per_iteration; ++u) {
-        const double lr_actor = actor_schedule_.at(updates_), lr_critic = critic_schedule_.at(updates_);
-        const std::string uwhere = iteration_where(iteration_ + 1) + " update " + std::to_string(u + 1);
+        const double lr_actor = actor_schedule_.at(pos_.updates), lr_critic = critic_schedule_.at(pos_.updates);
+        const std::string uwhere = iteration_where(pos_.iteration + 1) + " update " + std::to_string(u + 1);
         // The actor: clipped surrogate on the log-probs now, against old_logp.
         auto t = Clock::now();
         actor_.zero_grad();
@@ -253,7 +254,7 @@ UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts, const ScoringBa
                 for (size_t i = 0; i < now.size(); ++i)
                     max_rescore_diff =
                         std::max(max_rescore_diff, std::fabs(static_cast<double>(now[i]) - r.old_logp[i]));
-            if (u == 0 && iteration_ == 0 && b == 0 && rescore_probe.is_null())
+            if (u == 0 && pos_.iteration == 0 && b == 0 && rescore_probe.is_null())
                 rescore_probe = {{"rollout_id", r.id}, {"sampling_logp", r.old_logp}, {"teacher_forced_logp", now}};
             ActorLoss al = ppo_actor_loss(now, r.old_logp, r.advantages, cfg_.clip_epsilon);
             if (cfg_.reward.kl_penalty == KlPenalty::loss_k3) {  // switch 9
@@ -269,7 +270,7 @@ UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts, const ScoringBa
         check_finite(policy_loss, uwhere, "policy loss");
         check_finite(kl_loss, uwhere, "k3 KL loss");
         actor_scorer_.response_logprobs_backward(batch, dlogp.data());
-        if (hooks_.nonfinite("ppo", "gradient", iteration_ + 1))
+        if (hooks_.nonfinite("ppo", "gradient", pos_.iteration + 1))
             actor_params_.front().grad[0] = std::numeric_limits<float>::quiet_NaN();
         const double actor_norm = clip_grad_norm(actor_params_, cfg_.clip, uwhere + " actor");
         actor_opt_.step(lr_actor);
@@ -302,12 +303,12 @@ UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts, const ScoringBa
         const double critic_norm = clip_grad_norm(critic_params_, cfg_.clip, uwhere + " critic");
         critic_opt_.step(lr_critic);
         t_critic += since(t);
-        ++updates_;
+        ++pos_.updates;
         st.clipfrac += clipfrac;
         st.approxkl += approxkl;
         st.policy_loss += policy_loss;
         st.value_loss += value_loss;
-        json ul = {{"update", updates_},         {"lr_actor", lr_actor},          {"lr_critic", lr_critic},
+        json ul = {{"update", pos_.updates},     {"lr_actor", lr_actor},          {"lr_critic", lr_critic},
                    {"loss_policy", policy_loss}, {"loss_value", value_loss},      {"clipfrac", clipfrac},
                    {"approxkl", approxkl},       {"grad_norm_actor", actor_norm}, {"grad_norm_critic", critic_norm}};
         if (u == 0) ul["sampling_vs_rescore_max_abs_diff"] = max_rescore_diff;
@@ -324,20 +325,20 @@ void PpoRun::record(const std::vector<Rollout>& rollouts, const RolloutStats& r,
     const double dU = static_cast<double>(cfg_.updates_per_iteration);
     json ids = json::array();
     for (const Rollout& ro : rollouts) ids.push_back(ro.id);
-    history_.push_back({{"iteration", iteration_},
-                        {metric::kScores, r.mean_score},
-                        {metric::kKl, r.mean_kl},
-                        {metric::kNonScoreReward, r.mean_non_score},
-                        {metric::kRlhfReward, r.mean_score + r.mean_non_score},
-                        {metric::kClipFraction, u.clipfrac / dU},
-                        {metric::kApproxKl, u.approxkl / dU},
-                        {metric::kPolicyLoss, u.policy_loss / dU},
-                        {metric::kValueLoss, u.value_loss / dU},
-                        {metric::kExplainedVariance, explained_variance(r.all_returns, r.all_values)},
-                        {metric::kNumEosTokens, r.num_eos},
-                        {metric::kMeanResponseLength, r.mean_len},
-                        {"updates", u.log},
-                        {"rollout_ids", ids}});
+    pos_.history.push_back({{"iteration", pos_.iteration},
+                            {metric::kScores, r.mean_score},
+                            {metric::kKl, r.mean_kl},
+                            {metric::kNonScoreReward, r.mean_non_score},
+                            {metric::kRlhfReward, r.mean_score + r.mean_non_score},
+                            {metric::kClipFraction, u.clipfrac / dU},
+                            {metric::kApproxKl, u.approxkl / dU},
+                            {metric::kPolicyLoss, u.policy_loss / dU},
+                            {metric::kValueLoss, u.value_loss / dU},
+                            {metric::kExplainedVariance, explained_variance(r.all_returns, r.all_values)},
+                            {metric::kNumEosTokens, r.num_eos},
+                            {metric::kMeanResponseLength, r.mean_len},
+                            {"updates", u.log},
+                            {"rollout_ids", ids}});
     json saved = json::array();
     for (const Rollout& ro : rollouts) {
         json table = json::array();
@@ -361,8 +362,9 @@ void PpoRun::record(const std::vector<Rollout>& rollouts, const RolloutStats& r,
                          {"tokens", table}});
     }
     char name[64];
-    std::snprintf(name, sizeof name, "iteration-%03lld.json", static_cast<long long>(iteration_));
-    write_json_atomic(rollout_dir_ / name, json{{"iteration", iteration_}, {"rollouts", saved}}, Overwrite::replace);
+    std::snprintf(name, sizeof name, "iteration-%03lld.json", static_cast<long long>(pos_.iteration));
+    write_json_atomic(rollout_dir_ / name, json{{"iteration", pos_.iteration}, {"rollouts", saved}},
+                      Overwrite::replace);
 }
 
 ResumeState PpoRun::exact_state() {
@@ -374,17 +376,11 @@ ResumeState PpoRun::exact_state() {
     st.learned["reward"] = capture_params(judge_.parameters());
     st.optimizers["actor"] = actor_opt_.state();
     st.optimizers["critic"] = critic_opt_.state();
-    st.schedulers["actor"] = SchedulerState{actor_schedule_, updates_};
-    st.schedulers["critic"] = SchedulerState{critic_schedule_, updates_};
+    st.schedulers["actor"] = SchedulerState{actor_schedule_, pos_.updates};
+    st.schedulers["critic"] = SchedulerState{critic_schedule_, pos_.updates};
     st.rngs["sampler"] = sampler_;
     st.rngs["generation"] = generation_;
-    st.extra = {{"order", order_.order},
-                {"cursor", order_.cursor},
-                {"iteration", iteration_},
-                {"updates", updates_},
-                {"history", history_},
-                {"consumed_rollout_ids", consumed_},
-                {"pending_rollouts", json::array()}};
+    st.extra = pos_.to_json();
     return st;
 }
 
@@ -396,18 +392,9 @@ void PpoRun::restore(const ResumeState& st, const fs::path& from_path) {
     critic_opt_.load_state(st.optimizers.at("critic"), from);
     sampler_ = st.rngs.at("sampler");
     generation_ = st.rngs.at("generation");
-    order_.order = json_field(st.extra, "order", from).get<std::vector<int64_t>>();
-    order_.cursor = json_int(st.extra, "cursor", from);
-    iteration_ = json_int(st.extra, "iteration", from);
-    updates_ = json_int(st.extra, "updates", from);
-    history_ = json_field(st.extra, "history", from);
-    consumed_ = json_field(st.extra, "consumed_rollout_ids", from);
-    if (!json_field(st.extra, "pending_rollouts", from).empty())
-        fail(from, ": a PPO checkpoint must hold no pending rollout");
-    if (st.schedulers.at("actor").next_step != updates_ || st.schedulers.at("critic").next_step != updates_)
+    pos_.restore(st.extra, from, "PPO");
+    if (st.schedulers.at("actor").next_step != pos_.updates || st.schedulers.at("critic").next_step != pos_.updates)
         fail(from, ": scheduler positions differ from the update count");
-    seen_.clear();
-    for (const json& id : consumed_) seen_.insert(id.get<std::string>());
 }
 
 void PpoRun::check_isolation() {

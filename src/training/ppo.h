@@ -118,10 +118,10 @@ public:
 
     const PpoSettings& settings() const { return cfg_; }
     const json& identity() const { return identity_; }
-    int64_t iteration() const { return iteration_; }
-    int64_t updates() const { return updates_; }
-    const json& history() const { return history_; }
-    const json& consumed() const { return consumed_; }
+    int64_t iteration() const { return pos_.iteration; }
+    int64_t updates() const { return pos_.updates; }
+    const json& history() const { return pos_.history; }
+    const json& consumed() const { return pos_.consumed; }
     const Philox& generation_rng() const { return generation_; }
     Role& actor() { return actor_; }
     Role& critic() { return critic_; }
@@ -155,12 +155,8 @@ private:
     AdamW actor_opt_, critic_opt_;
     Philox sampler_, generation_;
     json identity_;
-    // The position: permutation of the prompts, cursor in it, iterations and updates done.
-    PromptOrder order_;
-    int64_t iteration_ = 0, updates_ = 0;
-    json history_ = json::array(), consumed_ = json::array();
-    std::set<std::string> seen_;  // rollout ids consumed
-    json phase_seconds_;          // this iteration's
+    OnlinePosition pos_;  // the position: prompt order, iterations, updates, history, consumed ids
+    json phase_seconds_;  // this iteration's
 };
 
 }  // namespace ppolab

@@ -88,14 +88,14 @@ void RlRun::iterate() {
     const GroupRewards g = advantages(rollouts);
     // 5. the updates: PPO's clipped surrogate on the log-probs now, against old_logp
     const json update_log = update(rollouts, batch);
-    ++iteration_;
-    for (const Rollout& r : rollouts) consumed_.push_back(r.id);
+    ++pos_.iteration;
+    for (const Rollout& r : rollouts) pos_.consumed.push_back(r.id);
     // 6. record: metrics, the rollouts with their per-token tables
     record(rollouts, g, update_log);
     add_seconds("iteration", t);
 }
 
-std::string RlRun::where() const { return cfg_.stage() + " iteration " + std::to_string(iteration_ + 1); }
+std::string RlRun::where() const { return cfg_.stage() + " iteration " + std::to_string(pos_.iteration + 1); }
 
 void RlRun::add_seconds(const char* phase, std::chrono::steady_clock::time_point t) {
     phase_totals[phase] = phase_totals.value(phase, 0.0) + since(t);
@@ -104,11 +104,12 @@ void RlRun::add_seconds(const char* phase, std::chrono::steady_clock::time_point
 std::vector<Rollout> RlRun::rollout() {
     const auto t = Clock::now();
     std::vector<int64_t> chosen;
-    for (int64_t p = 0; p < cfg_.prompts_per_iteration; ++p) chosen.push_back(order_.next(sampler_, prompts_.size()));
+    for (int64_t p = 0; p < cfg_.prompts_per_iteration; ++p)
+        chosen.push_back(pos_.order.next(sampler_, prompts_.size()));
     std::vector<Rollout> rollouts = sample_rollouts(policy_model_, s_, prompts_, chosen, cfg_.samples_per_prompt,
-                                                    generation_, iteration_ + 1, seen_);
+                                                    generation_, pos_.iteration + 1, pos_.seen);
     for (size_t b = 0; b < rollouts.size(); ++b) {
-        if (b == 0 && !rollouts[b].old_logp.empty() && hooks_.nonfinite(cfg_.stage(), "logprob", iteration_ + 1))
+        if (b == 0 && !rollouts[b].old_logp.empty() && hooks_.nonfinite(cfg_.stage(), "logprob", pos_.iteration + 1))
             rollouts[b].old_logp[0] = std::numeric_limits<float>::quiet_NaN();
         check_finite(rollouts[b].old_logp, where() + " rollout " + rollouts[b].id, "sampling log-prob (old_logp)");
     }
@@ -125,7 +126,8 @@ ScoringBatch RlRun::score(std::vector<Rollout>& rollouts) {
     std::vector<float> per_pos(static_cast<size_t>(B * batch.T)), scores(static_cast<size_t>(B));
     reference_scorer_.response_logprobs(batch, per_pos.data(), false);
     judge_scorer_.reward_scores(batch, *judge_.head, scores.data(), false);
-    if (hooks_.nonfinite(cfg_.stage(), "score", iteration_ + 1)) scores[0] = std::numeric_limits<float>::quiet_NaN();
+    if (hooks_.nonfinite(cfg_.stage(), "score", pos_.iteration + 1))
+        scores[0] = std::numeric_limits<float>::quiet_NaN();
     check_finite(scores, where(), "judge score");
     for (int64_t b = 0; b < B; ++b) {
         Rollout& r = rollouts[static_cast<size_t>(b)];
@@ -151,7 +153,7 @@ RlRun::GroupRewards RlRun::advantages(std::vector<Rollout>& rollouts) const {
     for (int64_t b = 0; b < B; ++b) {  // every token of response b gets A_b
         Rollout& r = rollouts[static_cast<size_t>(b)];
         r.advantages.assign(r.old_logp.size(), g.advantages[static_cast<size_t>(b)]);
-        if (b == 0 && hooks_.nonfinite(cfg_.stage(), "advantage", iteration_ + 1))
+        if (b == 0 && hooks_.nonfinite(cfg_.stage(), "advantage", pos_.iteration + 1))
             r.advantages[0] = std::numeric_limits<double>::quiet_NaN();
         check_finite(r.advantages, where() + " rollout " + r.id, "advantage");
     }
@@ -165,7 +167,7 @@ json RlRun::update(const std::vector<Rollout>& rollouts, const ScoringBatch& bat
     const double dB = static_cast<double>(B);
     for (int64_t u = 0; u < cfg_.updates_per_iteration; ++u) {
         const std::string uwhere = where() + " update " + std::to_string(u + 1);
-        const double lr = schedule_.at(updates_);
+        const double lr = schedule_.at(pos_.updates);
         policy_.zero_grad();
         std::vector<float> logp_now(static_cast<size_t>(B * batch.T)), dlogp(logp_now.size(), 0.f);
         policy_scorer_.response_logprobs(batch, logp_now.data(), true);
@@ -182,12 +184,12 @@ json RlRun::update(const std::vector<Rollout>& rollouts, const ScoringBatch& bat
         }
         check_finite(loss, uwhere, "policy loss");
         policy_scorer_.response_logprobs_backward(batch, dlogp.data());
-        if (hooks_.nonfinite(cfg_.stage(), "gradient", iteration_ + 1))
+        if (hooks_.nonfinite(cfg_.stage(), "gradient", pos_.iteration + 1))
             params_.front().grad[0] = std::numeric_limits<float>::quiet_NaN();
         const double norm = clip_grad_norm(params_, cfg_.clip, uwhere);
         opt_.step(lr);
-        ++updates_;
-        log.push_back({{"update", updates_},
+        ++pos_.updates;
+        log.push_back({{"update", pos_.updates},
                        {"lr", lr},
                        {"loss_policy", loss},
                        {"clipfrac", clipfrac},
@@ -239,22 +241,23 @@ void RlRun::record(const std::vector<Rollout>& rollouts, const GroupRewards& g, 
         approxkl += u["approxkl"].get<double>() / dU;
         loss += u["loss_policy"].get<double>() / dU;
     }
-    history_.push_back({{"iteration", iteration_},
-                        {metric::kScores, score},
-                        {metric::kKl, kl},
-                        {metric::kNonScoreReward, reward - score},
-                        {metric::kRlhfReward, reward},
-                        {metric::kClipFraction, clipfrac},
-                        {metric::kApproxKl, approxkl},
-                        {metric::kPolicyLoss, loss},
-                        {"rl/mean_abs_advantage", abs_adv},
-                        {metric::kNumEosTokens, eos},
-                        {metric::kMeanResponseLength, len},
-                        {"updates", update_log},
-                        {"rollout_ids", ids}});
+    pos_.history.push_back({{"iteration", pos_.iteration},
+                            {metric::kScores, score},
+                            {metric::kKl, kl},
+                            {metric::kNonScoreReward, reward - score},
+                            {metric::kRlhfReward, reward},
+                            {metric::kClipFraction, clipfrac},
+                            {metric::kApproxKl, approxkl},
+                            {metric::kPolicyLoss, loss},
+                            {"rl/mean_abs_advantage", abs_adv},
+                            {metric::kNumEosTokens, eos},
+                            {metric::kMeanResponseLength, len},
+                            {"updates", update_log},
+                            {"rollout_ids", ids}});
     char name[64];
-    std::snprintf(name, sizeof name, "iteration-%03lld.json", static_cast<long long>(iteration_));
-    write_json_atomic(rollout_dir_ / name, json{{"iteration", iteration_}, {"rollouts", saved}}, Overwrite::replace);
+    std::snprintf(name, sizeof name, "iteration-%03lld.json", static_cast<long long>(pos_.iteration));
+    write_json_atomic(rollout_dir_ / name, json{{"iteration", pos_.iteration}, {"rollouts", saved}},
+                      Overwrite::replace);
 }
 
 ResumeState RlRun::exact_state() {
@@ -264,16 +267,10 @@ ResumeState RlRun::exact_state() {
     st.learned["reference"] = capture_params(reference_.parameters());
     st.learned["reward"] = capture_params(judge_.parameters());
     st.optimizers["policy"] = opt_.state();
-    st.schedulers["policy"] = SchedulerState{schedule_, updates_};
+    st.schedulers["policy"] = SchedulerState{schedule_, pos_.updates};
     st.rngs["sampler"] = sampler_;
     st.rngs["generation"] = generation_;
-    st.extra = {{"order", order_.order},
-                {"cursor", order_.cursor},
-                {"iteration", iteration_},
-                {"updates", updates_},
-                {"history", history_},
-                {"consumed_rollout_ids", consumed_},
-                {"pending_rollouts", json::array()}};
+    st.extra = pos_.to_json();
     return st;
 }
 
@@ -283,18 +280,9 @@ void RlRun::restore(const ResumeState& st, const fs::path& from_path) {
     opt_.load_state(st.optimizers.at("policy"), from);
     sampler_ = st.rngs.at("sampler");
     generation_ = st.rngs.at("generation");
-    order_.order = json_field(st.extra, "order", from).get<std::vector<int64_t>>();
-    order_.cursor = json_int(st.extra, "cursor", from);
-    iteration_ = json_int(st.extra, "iteration", from);
-    updates_ = json_int(st.extra, "updates", from);
-    history_ = json_field(st.extra, "history", from);
-    consumed_ = json_field(st.extra, "consumed_rollout_ids", from);
-    if (!json_field(st.extra, "pending_rollouts", from).empty())
-        fail(from, ": a ", cfg_.stage(), " checkpoint must hold no pending rollout");
-    if (st.schedulers.at("policy").next_step != updates_)
+    pos_.restore(st.extra, from, cfg_.stage());
+    if (st.schedulers.at("policy").next_step != pos_.updates)
         fail(from, ": the scheduler position differs from the update count");
-    seen_.clear();
-    for (const json& id : consumed_) seen_.insert(id.get<std::string>());
 }
 
 void RlRun::check_roles(int64_t done) {

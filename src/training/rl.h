@@ -76,10 +76,10 @@ public:
 
     const RlSettings& settings() const { return cfg_; }
     const json& identity() const { return identity_; }
-    int64_t iteration() const { return iteration_; }
-    int64_t updates() const { return updates_; }
-    const json& history() const { return history_; }
-    const json& consumed() const { return consumed_; }
+    int64_t iteration() const { return pos_.iteration; }
+    int64_t updates() const { return pos_.updates; }
+    const json& history() const { return pos_.history; }
+    const json& consumed() const { return pos_.consumed; }
     Role& policy() { return policy_; }
     const std::string& reference_identity() const { return reference_identity_; }
     const std::string& judge_identity() const { return judge_identity_; }
@@ -113,10 +113,7 @@ private:
     AdamW opt_;
     Philox sampler_, generation_;
     json identity_;
-    PromptOrder order_;
-    int64_t iteration_ = 0, updates_ = 0;
-    json history_ = json::array(), consumed_ = json::array();
-    std::set<std::string> seen_;
+    OnlinePosition pos_;  // the position: prompt order, iterations, updates, history, consumed ids
 };
 
 }  // namespace ppolab

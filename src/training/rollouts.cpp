@@ -35,6 +35,29 @@ int64_t PromptOrder::next(Philox& sampler, int64_t count) {
     return order[static_cast<size_t>(cursor++)];
 }
 
+json OnlinePosition::to_json() const {
+    return {{"order", order.order},
+            {"cursor", order.cursor},
+            {"iteration", iteration},
+            {"updates", updates},
+            {"history", history},
+            {"consumed_rollout_ids", consumed},
+            {"pending_rollouts", json::array()}};
+}
+
+void OnlinePosition::restore(const json& extra, const std::string& from, const std::string& stage) {
+    order.order = json_field(extra, "order", from).get<std::vector<int64_t>>();
+    order.cursor = json_int(extra, "cursor", from);
+    iteration = json_int(extra, "iteration", from);
+    updates = json_int(extra, "updates", from);
+    history = json_field(extra, "history", from);
+    consumed = json_field(extra, "consumed_rollout_ids", from);
+    if (!json_field(extra, "pending_rollouts", from).empty())
+        fail(from, ": a ", stage, " checkpoint must hold no pending rollout");
+    seen.clear();
+    for (const json& id : consumed) seen.insert(id.get<std::string>());
+}
+
 std::vector<Rollout> sample_rollouts(Qwen2& model, const Study& s, const RolloutPrompts& prompts,
                                      const std::vector<int64_t>& chosen, int64_t repeats, Philox& generation,
                                      int64_t iteration, std::set<std::string>& seen) {

@@ -52,6 +52,20 @@ struct PromptOrder {
     int64_t next(Philox& sampler, int64_t count);
 };
 
+// Where an online stage stands at an iteration boundary (SPEC §6): the
+// prompt order, the iterations and updates done, the per-iteration history
+// and every rollout id consumed — its exact state's `extra`, no rollout
+// pending (a checkpoint is only written between iterations).
+struct OnlinePosition {
+    PromptOrder order;
+    int64_t iteration = 0, updates = 0;
+    json history = json::array(), consumed = json::array();
+    std::set<std::string> seen;  // the consumed ids, to refuse a repeat
+    json to_json() const;
+    // Error naming `from` (and `stage` for a pending rollout) on a bad field.
+    void restore(const json& extra, const std::string& from, const std::string& stage);
+};
+
 // Samples `repeats` responses (temperature 1, full vocabulary, EOS or
 // limits.max_response) to each of `chosen` (indices into `prompts`), in one
 // batch: slot K = j·repeats + r answers chosen[j]. The ids are
