@@ -124,8 +124,8 @@ static Command resume_check_cmd(
             return r["status"] == "PASS" ? 0 : 1;
         }
         args.allow_only({"run", "replicate"});
-        const std::vector<std::string> stages = {"sft",  "reward",     "ppo",       "dpo",   "rloo",
-                                                 "grpo", "ppo-whiten", "ppo-vclip", "ppo-k3"};
+        std::vector<std::string> stages = {"sft", "reward", "ppo"};
+        stages.insert(stages.end(), baseline_stages().begin(), baseline_stages().end());
         std::string names;
         for (const std::string& n : stages) names += (names.empty() ? "" : ", ") + n;
         if (args.positional().size() != 1) fail("resume-check needs one stage: ", names);

@@ -73,10 +73,7 @@ StageScope evaluation_generation_scope(EvalSet set) {
     return set == EvalSet::validation ? StageScope::learn : StageScope::eval;
 }
 
-const std::vector<std::string>& compared_methods() {
-    static const std::vector<std::string> methods = {"dpo", "rloo", "grpo", "ppo-whiten", "ppo-vclip", "ppo-k3"};
-    return methods;
-}
+const std::vector<std::string>& compared_methods() { return baseline_stages(); }
 
 std::vector<std::string> evaluation_policies(const RunLayout& run, EvalSet set) {
     // Held out: SFT and PPO always (SPEC §7); development checks on the

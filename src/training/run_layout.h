@@ -45,8 +45,17 @@
 #include <filesystem>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace ppolab {
+
+// The baselines to PPO a run may train (SPEC §12), each in RUN/<name>/:
+// DPO, RLOO, GRPO, and PPO with one design switch on. The one list the read
+// scopes, evaluation, the comparison and resume-check take them from.
+inline const std::vector<std::string>& baseline_stages() {
+    static const std::vector<std::string> stages = {"dpo", "rloo", "grpo", "ppo-whiten", "ppo-vclip", "ppo-k3"};
+    return stages;
+}
 
 struct RunLayout {
     std::filesystem::path root;        // this chain's folder: RUN, or RUN/replicates/<k>

@@ -50,15 +50,12 @@ Study Study::open(const json& config, const RunLayout& run, const std::optional<
     roots.push_back(s.model_dir);
     // Learning stages read their own outputs; evaluation's generation reads
     // the policies and the judge, and writes eval/. Neither reads the other's.
-    if (scope == StageScope::learn) {
-        for (const char* own : {"sft", "reward", "ppo", "dpo", "rloo", "grpo", "ppo-whiten", "ppo-vclip", "ppo-k3"})
-            roots.push_back(s.run.stage(own));
-        roots.push_back(s.run.stage(stage));  // its own folder (a PPO with several switches: "ppo-whiten-k3")
+    if (scope != StageScope::all) {
+        for (const char* own : {"sft", "reward", "ppo"}) roots.push_back(s.run.stage(own));
+        for (const std::string& own : baseline_stages()) roots.push_back(s.run.stage(own));
+        // Learning: its own folder too (a PPO with several switches: "ppo-whiten-k3"); evaluation: eval/.
+        roots.push_back(scope == StageScope::learn ? s.run.stage(stage) : s.run.eval());
     }
-    if (scope == StageScope::eval)
-        for (const char* own :
-             {"sft", "reward", "ppo", "dpo", "rloo", "grpo", "ppo-whiten", "ppo-vclip", "ppo-k3", "eval"})
-            roots.push_back(s.run.stage(own));
     s.reader_.emplace(stage, roots);
     // The model folder itself must not lead into held-out data (a symlink
     // into gold/, say): resolve it through the guard before loading.
