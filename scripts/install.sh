@@ -14,10 +14,14 @@ set -euo pipefail
 # Building and running ppolab. libdnnl-dev's CMake package (dnnl-config.cmake)
 # is built with oneDNN's OpenCL GPU runtime and calls find_package(OpenCL):
 # it needs the OpenCL loader and headers although ppolab never uses OpenCL.
+# Open MPI (libopenmpi-dev to build, openmpi-bin's mpirun to start ranks)
+# makes the same binary data-parallel under `mpirun -np W` (SPEC §13); without
+# mpirun it runs as one process and never touches MPI.
 PRODUCT=(
   g++ make cmake pkg-config
   libdnnl-dev ocl-icd-opencl-dev opencl-headers
   nlohmann-json3-dev libssl-dev zlib1g-dev libutf8proc-dev
+  libopenmpi-dev openmpi-bin
 )
 # The tests, oracles, sanitizers, fuzzers and browser checks.
 TESTS=(

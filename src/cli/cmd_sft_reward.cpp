@@ -5,6 +5,7 @@
 
 #include "cli/command.h"
 #include "cli/stage_options.h"
+#include "parallel/world.h"
 #include "training/config_types.h"
 #include "training/dpo.h"
 #include "training/feedback_stage.h"
@@ -46,6 +47,10 @@ static Command sft_cmd(
 // The judge from votes (SPEC §8): every rule is checked before anything is written.
 static int run_reward_votes(const Args& args) {
     args.allow_only(with_stage_options({"mode", "votes", "candidates", "feedback-kind"}));
+    if (parallel::world().size > 1)
+        fail(
+            "reward --votes runs as one process (it writes the labels it learns from); under mpirun only the "
+            "judge from the corpus pairs is data-parallel");
     StageOptions o = stage_options(args);
     const StageMode mode = parse_stage_mode(args.get("mode", "continuous"));
     std::vector<fs::path> votes;

@@ -4,13 +4,15 @@
 
 #include "cli/command.h"
 #include "kernels/dispatch.h"
+#include "parallel/world.h"
 
 namespace ppolab::cli {
 
 static Command version_cmd("version", "version                     the version and the kernel paths this CPU runs", {},
                            [](const Args& args) {
                                args.allow_only({});
-                               std::printf("ppolab 0.1.0\n%s", dispatch_text(dispatch_report()).c_str());
+                               std::printf("ppolab 0.1.0\n%s%s\n", dispatch_text(dispatch_report()).c_str(),
+                                           parallel::describe().c_str());
                                return 0;
                            });
 

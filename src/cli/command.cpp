@@ -71,4 +71,16 @@ Command::Command(std::string name, std::string usage, std::vector<std::string> f
     registry()[std::move(name)] = CommandInfo{std::move(usage), std::move(flags), std::move(run), std::move(help)};
 }
 
+static const std::vector<std::string> kDataParallel = {"sft", "reward", "dpo", "version"};
+
+bool data_parallel(const std::string& command) {
+    return std::find(kDataParallel.begin(), kDataParallel.end(), command) != kDataParallel.end();
+}
+
+std::string data_parallel_commands() {
+    std::string out;
+    for (const std::string& c : kDataParallel) out += (out.empty() ? "" : ", ") + c;
+    return out;
+}
+
 }  // namespace ppolab::cli

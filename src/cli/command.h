@@ -46,4 +46,10 @@ struct CommandInfo {
 };
 std::map<std::string, CommandInfo>& registry();
 
+// The commands that run under `mpirun -np W` with W > 1 (SPEC §13): the
+// data-parallel stages, and `version` (which says the world); every other
+// command runs as one process and is refused there.
+bool data_parallel(const std::string& command);
+std::string data_parallel_commands();  // "sft, reward, dpo, version"
+
 }  // namespace ppolab::cli

@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "kernels/matmul_backend.h"
+#include "parallel/world.h"
 #include "util/error.h"
 
 using namespace ppolab;
@@ -36,6 +37,19 @@ int main(int argc, char** argv) {
         setenv("GOMP_SPINCOUNT", "10000", 1);
         execv("/proc/self/exe", argv);  // returns only on failure: carry on as is
     }
+    // Under `mpirun -np W` every rank joins the job here (parallel/world.h);
+    // rank 0 speaks and writes, the others compute in silence.
+    try {
+        parallel::init(&argc, &argv);
+    } catch (const Error& e) {
+        std::fprintf(stderr, "ppolab: error: %s\n", e.what());
+        return 1;
+    }
+    const parallel::World& world = parallel::world();
+    if (!world.writer()) {
+        setenv("PPOLAB_QUIET", "1", 1);
+        if (!std::freopen("/dev/null", "w", stdout)) std::perror("ppolab: /dev/null");
+    }
     std::vector<std::string> rest(argv + 1, argv + argc);
     if (rest.empty() || rest[0] == "--help" || rest[0] == "-h" || rest[0] == "help") {
         print_help();
@@ -53,14 +67,27 @@ int main(int argc, char** argv) {
             std::printf("usage: ppolab %s\n%s", it->second.usage.c_str(), it->second.help.c_str());
             return 0;
         }
+    // A failing rank ends the whole job (the others would wait for it in a collective).
+    auto failed = [&](const char* kind, const char* what) {
+        if (world.size > 1)
+            std::fprintf(stderr, "ppolab %s (rank %d of %d): %s: %s\n", rest[0].c_str(), world.rank, world.size, kind,
+                         what);
+        else std::fprintf(stderr, "ppolab %s: %s: %s\n", rest[0].c_str(), kind, what);
+        if (world.size > 1) parallel::abort_job(1);
+        parallel::finalize();
+        return 1;
+    };
     try {
         bf16_products_native();  // a bad PPOLAB_BF16_PRODUCTS fails here, not inside a product
-        return it->second.run(cli::Args(args, it->second.flags));
+        if (world.size > 1 && !cli::data_parallel(rest[0]))
+            fail("ppolab ", rest[0], " runs as one process; under mpirun (", world.size,
+                 " ranks) only the data-parallel commands run: ", cli::data_parallel_commands());
+        const int rc = it->second.run(cli::Args(args, it->second.flags));
+        parallel::finalize();
+        return rc;
     } catch (const Error& e) {
-        std::fprintf(stderr, "ppolab %s: error: %s\n", rest[0].c_str(), e.what());
-        return 1;
+        return failed("error", e.what());
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "ppolab %s: unexpected error: %s\n", rest[0].c_str(), e.what());
-        return 1;
+        return failed("unexpected error", e.what());
     }
 }

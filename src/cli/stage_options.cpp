@@ -2,6 +2,7 @@
 
 #include <system_error>
 
+#include "parallel/world.h"
 #include "training/config_types.h"
 #include "training/study_config.h"
 #include "util/error.h"
@@ -55,6 +56,8 @@ RunLock open_run_folder(const fs::path& run, RunAccess access) {
         fs::create_directories(run, ec);
         if (ec) fail("cannot create the run folder '", run.string(), "': ", ec.message());
     }
+    // Under MPI rank 0 holds the lock for the job: the other ranks write nothing.
+    if (!parallel::world().writer()) return RunLock{};
     return lock_run_folder(run);
 }
 

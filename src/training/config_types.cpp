@@ -137,6 +137,7 @@ PPOLAB_FIELD_TABLE(RlConfig, PPOLAB_RL_FIELDS)
 PPOLAB_FIELD_TABLE(EvaluationConfig, PPOLAB_EVALUATION_FIELDS)
 PPOLAB_FIELD_TABLE(FeedbackConfig, PPOLAB_FEEDBACK_FIELDS)
 PPOLAB_FIELD_TABLE(CheckpointConfig, PPOLAB_CHECKPOINT_FIELDS)
+PPOLAB_FIELD_TABLE(ParallelSection, PPOLAB_PARALLEL_FIELDS)
 PPOLAB_FIELD_TABLE(StudySection, PPOLAB_STUDY_FIELDS)
 PPOLAB_FIELD_TABLE(ReplicatesSection, PPOLAB_REPLICATES_FIELDS)
 PPOLAB_FIELD_TABLE(StudyConfig, PPOLAB_TOP_FIELDS)
@@ -287,6 +288,7 @@ void for_each_section(F&& f) {
     f("feedback", "the preference labels the judge learns from (SPEC §8)", &StudyConfig::feedback);
     f("checkpoint", "how often resume states are written (0: never; outside the config hash)",
       &StudyConfig::checkpoint);
+    f("parallel", "how an update's work is cut for data-parallel ranks (SPEC §13)", &StudyConfig::parallel);
 }
 
 // An object whose keys are exactly `known`: unknown keys are refused with

@@ -294,6 +294,18 @@ struct CheckpointConfig {
     PPOLAB_CHECKPOINT_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
+// parallel: how an update's work is cut for data-parallel ranks (SPEC §13).
+// The chunk count changes the numbers (each chunk's gradient is summed in
+// chunk order), so it is in the config hash; the world size (`mpirun -np W`,
+// any W dividing the chunks) is not, and changes none.
+#define PPOLAB_PARALLEL_FIELDS(X)                                                                                 \
+    X(int64_t, chunks, "chunks", field::count(1),                                                                 \
+      "chunks of every update (SFT examples, judge and DPO pairs, PPO minibatch rows); `mpirun -np W` needs W | " \
+      "chunks; 1: the single-process update")
+struct ParallelSection {
+    PPOLAB_PARALLEL_FIELDS(PPOLAB_CONFIG_MEMBER)
+};
+
 // study: the one seed every stochastic seed of a chain derives from.
 // The rule (StudyConfig::seed): a configured stage seed S is used as
 // S + 1000 × study.seed, so study.seed 0 runs the preset's seeds unchanged.
@@ -347,6 +359,7 @@ struct StudyConfig {
     EvaluationConfig evaluation;
     FeedbackConfig feedback;
     CheckpointConfig checkpoint;
+    ParallelSection parallel;
 
     // Reads every key (each with its kind, as config_int & co.), refuses
     // unknown and missing ones, and runs every check (validate_study_config).

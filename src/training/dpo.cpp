@@ -53,12 +53,15 @@ public:
         if (reference_.learned_identity() != reference_identity_) fail("dpo: the frozen reference changed");
     }
 
-    double loss_and_grad(const std::vector<const SupervisedExample*>& group, double& denominator, json& trace,
+    double denominator(const std::vector<const SupervisedExample*>& group) const override {
+        return static_cast<double>(group.size());
+    }
+
+    double loss_and_grad(const std::vector<const SupervisedExample*>& group, double denominator, json& trace,
                          const std::string& where, int64_t update) override {
         // One packed row per pair, [prompt | chosen | rejected]: the prompt computed once (scoring.h).
         const std::vector<ScoringRow> rows = pair_rows(group);
         const int64_t n = static_cast<int64_t>(group.size());
-        denominator = static_cast<double>(n);
         const ScoringBatch b = study_.pair_batch(rows);
         std::vector<float> logp(static_cast<size_t>(b.B * b.T)), ref(logp.size());
         scorer_.response_logprobs(b, logp.data(), true);
@@ -69,7 +72,7 @@ public:
         std::vector<double> dchosen(static_cast<size_t>(n)), drejected(static_cast<size_t>(n));
         std::vector<DpoPairTerms> terms(static_cast<size_t>(n));
         const double loss = dpo_loss(pi.data(), pi.data() + n, rho.data(), rho.data() + n, n, beta_, dchosen.data(),
-                                     drejected.data(), terms.data());
+                                     drejected.data(), terms.data(), denominator);
         check_finite(loss, where, "loss (DPO)");
         // ∂loss/∂logp of every token of an answer is that answer's ∂loss/∂π.
         std::vector<float> dlogp(logp.size(), 0.f);

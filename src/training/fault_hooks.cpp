@@ -15,6 +15,16 @@ FaultHooks FaultHooks::from_environment() {
             fail("PPOLAB_TEST_KILL_IN_CHECKPOINT must be a checkpoint number >= 1, got '", v, "'");
         h.kill_in_checkpoint_ = static_cast<int64_t>(x);
     }
+    if (const char* d = std::getenv("PPOLAB_TEST_DRIFT"); d != nullptr && *d != '\0') {
+        const std::string s(d);
+        const size_t at = s.find('@');
+        char* end = nullptr;
+        const long long n = at == std::string::npos ? 0 : std::strtoll(s.c_str() + at + 1, &end, 10);
+        if (at == std::string::npos || at == 0 || *end != '\0' || n < 1)
+            fail("PPOLAB_TEST_DRIFT must be <stage>@<n> (e.g. sft@3), got '", s, "'");
+        h.drift_stage_ = s.substr(0, at);
+        h.drift_at_ = static_cast<int64_t>(n);
+    }
     const char* v = std::getenv("PPOLAB_TEST_NONFINITE");
     if (v == nullptr || *v == '\0') return h;
     const std::string s(v);

@@ -14,6 +14,9 @@
 //       Quantities: sft.loss, sft.gradient, reward.score, reward.gradient,
 //       ppo.logprob, ppo.score, ppo.value, ppo.advantage, ppo.gradient,
 //       pretrain.loss, pretrain.gradient.
+//   PPOLAB_TEST_DRIFT=<stage>@<n>  after update n of a supervised stage the
+//       last rank of an MPI job nudges its first learned value, to prove the
+//       cross-rank hash (chunked_update.h check_ranks_agree) stops the job.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -34,11 +37,15 @@ public:
     // True when checkpoint write number `write` (1-based, counted by the
     // stage) must die before its rename.
     bool kill_in_checkpoint(int64_t write) const { return kill_in_checkpoint_ > 0 && write == kill_in_checkpoint_; }
+    // True when PPOLAB_TEST_DRIFT names `stage` at update `count`.
+    bool drift(std::string_view stage, int64_t count) const { return drift_at_ == count && drift_stage_ == stage; }
 
 private:
     std::string nonfinite_stage_, nonfinite_quantity_;
     int64_t nonfinite_at_ = -1;
     int64_t kill_in_checkpoint_ = 0;
+    std::string drift_stage_;
+    int64_t drift_at_ = -1;
 };
 
 }  // namespace ppolab

@@ -17,33 +17,36 @@ double sft_token_loss(const float* logp, const uint8_t* response_mask, int64_t n
 static double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
 static double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
 
-double bradley_terry_loss(const float* chosen, const float* rejected, int64_t n, float* dchosen, float* drejected) {
+double bradley_terry_loss(const float* chosen, const float* rejected, int64_t n, float* dchosen, float* drejected,
+                          double denominator) {
+    const double d = denominator > 0 ? denominator : static_cast<double>(n);
     double total = 0.0;
     for (int64_t i = 0; i < n; ++i) {
         const double margin = static_cast<double>(chosen[i]) - static_cast<double>(rejected[i]);
         total += softplus(-margin);
         // d/dmargin of softplus(−margin) = −σ(−margin)
-        const double g = -sigmoid(-margin) / static_cast<double>(n);
+        const double g = -sigmoid(-margin) / d;
         if (dchosen) dchosen[i] = static_cast<float>(g);
         if (drejected) drejected[i] = static_cast<float>(-g);
     }
-    return total / static_cast<double>(n);
+    return total / d;
 }
 
 double dpo_loss(const double* pc, const double* pr, const double* rc, const double* rr, int64_t n, double beta,
-                double* dchosen, double* drejected, DpoPairTerms* terms) {
+                double* dchosen, double* drejected, DpoPairTerms* terms, double denominator) {
+    const double d = denominator > 0 ? denominator : static_cast<double>(n);
     double total = 0.0;
     for (int64_t i = 0; i < n; ++i) {
         const double chosen = beta * (pc[i] - rc[i]), rejected = beta * (pr[i] - rr[i]);
         const double z = chosen - rejected;
         total += softplus(-z);
         // d/dz softplus(−z) = −σ(−z); dz/dπ_c = β, dz/dπ_r = −β
-        const double g = -sigmoid(-z) * beta / static_cast<double>(n);
+        const double g = -sigmoid(-z) * beta / d;
         if (dchosen) dchosen[i] = g;
         if (drejected) drejected[i] = -g;
         if (terms) terms[i] = {chosen, rejected, z};
     }
-    return total / static_cast<double>(n);
+    return total / d;
 }
 
 }  // namespace ppolab

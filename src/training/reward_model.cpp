@@ -16,7 +16,7 @@ namespace ppolab {
 
 namespace {
 
-// Mean Bradley–Terry loss over the pairs of a group.
+// Bradley–Terry loss of a chunk's pairs over the update's pair count.
 class RewardObjective final : public SupervisedObjective {
 public:
     RewardObjective(const Study& s, Role r, const FaultHooks& hooks)
@@ -27,17 +27,21 @@ public:
 
     Role& role() override { return role_; }
 
-    double loss_and_grad(const std::vector<const SupervisedExample*>& group, double& denominator, json& trace,
+    double denominator(const std::vector<const SupervisedExample*>& group) const override {
+        return static_cast<double>(group.size());
+    }
+
+    double loss_and_grad(const std::vector<const SupervisedExample*>& group, double denominator, json& trace,
                          const std::string& where, int64_t update) override {
         const std::vector<ScoringRow> rows = pair_rows(group);
         const int64_t n = static_cast<int64_t>(group.size());
-        denominator = static_cast<double>(n);
         ScoringBatch b = study_.pair_batch(rows);  // each pair's prompt computed once
         std::vector<float> scores(static_cast<size_t>(2 * n)), dscores(scores.size());
         scorer_.reward_scores(b, *role_.head, scores.data(), true);
         if (hooks_.nonfinite("reward", "score", update)) scores[0] = std::numeric_limits<float>::quiet_NaN();
         check_finite(scores, where, "judge score");
-        double loss = bradley_terry_loss(scores.data(), scores.data() + n, n, dscores.data(), dscores.data() + n);
+        double loss =
+            bradley_terry_loss(scores.data(), scores.data() + n, n, dscores.data(), dscores.data() + n, denominator);
         scorer_.reward_scores_backward(b, *role_.head, dscores.data());
         for (int64_t i = 0; i < n; ++i)
             trace.push_back({{"id", group[static_cast<size_t>(i)]->id},

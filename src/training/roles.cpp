@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "parallel/world.h"
 #include "training/identity.h"
 #include "training/learned_io.h"
 #include "training/peft.h"
@@ -112,6 +113,7 @@ static const char* kind_name(RoleKind k) {
 }
 
 void save_role(const fs::path& dir, Role& role, const json& identity, const Study& study) {
+    if (!parallel::world().writer()) return;  // rank 0 writes; every rank holds the same role
     if (fs::exists(dir)) fail("refusing to overwrite existing learned state ", dir.string());
     fs::path tmp = dir.parent_path() / ("." + dir.filename().string() + ".partial");
     fs::remove_all(tmp);

@@ -45,6 +45,7 @@ Role clone_role(const Role& from, const std::string& name, RoleKind kind, const 
 
 // final/: learned.safetensors (ppolab names, identity in its metadata), and
 // the LoRA part in the PEFT layout under final/peft/. Refuses an existing dir.
+// Under MPI only rank 0 writes it (the other ranks return at once).
 void save_role(const fs::path& dir, Role& role, const json& identity, const Study& study);
 // Reloads final/learned.safetensors through the study's guarded reader,
 // checking names, shapes, dtypes and the recorded learned identity.

@@ -16,7 +16,7 @@ namespace ppolab {
 
 namespace {
 
-// Summed token loss of a group / its active tokens.
+// Summed token loss of a chunk / the update's active tokens.
 class SftObjective final : public SupervisedObjective {
 public:
     SftObjective(const Study& s, Role r, const FaultHooks& hooks)
@@ -27,14 +27,16 @@ public:
 
     Role& role() override { return role_; }
 
-    double loss_and_grad(const std::vector<const SupervisedExample*>& group, double& denominator, json& trace,
+    double denominator(const std::vector<const SupervisedExample*>& group) const override {
+        double tokens = 0;
+        for (const SupervisedExample* e : group) tokens += static_cast<double>(e->first.response.size());
+        return tokens;
+    }
+
+    double loss_and_grad(const std::vector<const SupervisedExample*>& group, double denominator, json& trace,
                          const std::string& where, int64_t update) override {
         std::vector<ScoringRow> rows;
-        denominator = 0;
-        for (const SupervisedExample* e : group) {
-            rows.push_back(e->first);
-            denominator += static_cast<double>(e->first.response.size());
-        }
+        for (const SupervisedExample* e : group) rows.push_back(e->first);
         ScoringBatch b = study_.batch(rows);
         std::vector<float> logp(static_cast<size_t>(b.B * b.T)), dlogp(logp.size());
         scorer_.response_logprobs(b, logp.data(), true);

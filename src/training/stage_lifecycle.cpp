@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "parallel/world.h"
 #include "training/study.h"
 #include "training/tensorboard.h"
 #include "util/error.h"
@@ -26,7 +27,7 @@ std::optional<ResumeState> CheckpointFile::load(const json& identity, const std:
 void CheckpointFile::save(const ResumeState& state, const std::string& what) {
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t number = written_ + 1;
-    write_checkpoint(path_, state, what, hooks_.kill_in_checkpoint(number), number);
+    if (parallel::world().writer()) write_checkpoint(path_, state, what, hooks_.kill_in_checkpoint(number), number);
     seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     written_ = number;
 }
@@ -47,7 +48,10 @@ StageLifecycle::StageLifecycle(const RunLayout& run, std::string stage, StageMod
     unfinished.insert(unfinished.end(), extra_outputs.begin(), extra_outputs.end());
     unfinished.push_back(run.tensorboard(stage_, mode_name_));
     if (mode_ == StageMode::continuous) unfinished.push_back(run.final_dir(stage_));
-    remove_unfinished_outputs(unfinished, report_path_, what());
+    // Rank 0 writes (and clears) the run's files; every rank reads them only
+    // after it has (the other ranks' first look is the checkpoint, never removed here).
+    if (parallel::world().writer()) remove_unfinished_outputs(unfinished, report_path_, what());
+    parallel::barrier();
 }
 
 bool StageLifecycle::start(const json& identity, const RestoreState& restore) {
@@ -63,13 +67,15 @@ bool StageLifecycle::start(const json& identity, const RestoreState& restore) {
 }
 
 StateFileInfo StageLifecycle::save_state(const ResumeState& state) const {
+    if (!parallel::world().writer()) return {};  // rank 0's file; the others' state is the same
     return save_resume_state(state_path_, state);
 }
 
 void StageLifecycle::add_common_fields(json& report, double seconds, const StateFileInfo& state_file,
                                        const std::pair<std::string, int64_t>& every) const {
     report["seconds"] = seconds;
-    report["peak_rss_bytes"] = peak_rss_bytes();
+    report["peak_rss_bytes"] = peak_rss_bytes();    // rank 0's
+    report["world_size"] = parallel::world().size;  // never in the state: it changes no number
     report["state_file"] = state_file.to_json();
     report["checkpoints"] = {{every.first, every.second},
                              {"written_this_run", checkpoint_.written()},
@@ -78,10 +84,13 @@ void StageLifecycle::add_common_fields(json& report, double seconds, const State
 }
 
 void StageLifecycle::finish(const json& report, const std::vector<fs::path>& also_remove) const {
-    write_stage_tensorboard(run_, stage_, mode_name_, report);  // before the report that marks it finished
-    write_json_atomic(report_path_, report);
-    for (const fs::path& p : also_remove) remove_checkpoint(p);
-    checkpoint_.remove();
+    if (parallel::world().writer()) {
+        write_stage_tensorboard(run_, stage_, mode_name_, report);  // before the report that marks it finished
+        write_json_atomic(report_path_, report);
+        for (const fs::path& p : also_remove) remove_checkpoint(p);
+        checkpoint_.remove();
+    }
+    parallel::barrier();  // no rank reads this stage's outputs before they are whole
 }
 
 }  // namespace ppolab

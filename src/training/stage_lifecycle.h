@@ -13,7 +13,9 @@
 //   the end      the final exact state, the report fields every stage has
 //                (state_file, checkpoints, seconds, peak_rss_bytes), the
 //                atomic report write, then the checkpoint's removal;
-//   fault hooks  the crash tests' faults (fault_hooks.h), read once at start.
+//   fault hooks  the crash tests' faults (fault_hooks.h), read once at start;
+//   ranks        under MPI (parallel/world.h) only rank 0 writes any of it;
+//                the report says the world size, the state never does.
 //
 // Pretraining writes a folder, not a stage report: it uses CheckpointFile
 // (the checkpoint part) alone.

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <limits>
 
+#include "parallel/world.h"
 #include "training/adamw.h"
+#include "training/chunked_update.h"
 #include "training/schedule.h"
 #include "training/study_config.h"
 #include "util/error.h"
@@ -89,6 +91,7 @@ SupervisedSettings SupervisedSettings::read(const StudyConfig& cfg, const std::s
     s.eps = cfg.adamw.eps;
     s.max_updates = cfg.max_updates;
     s.checkpoint_every = cfg.checkpoint.every_updates;
+    s.chunks = cfg.parallel.chunks;
     return s;
 }
 
@@ -167,6 +170,7 @@ struct SupervisedState {
 json train_supervised(const Study& s, StageLifecycle& life, const SupervisedSettings& cfg,
                       SupervisedObjective& objective, const SupervisedData& data) {
     const std::string& name = life.stage();
+    parallel::my_chunks(cfg.chunks);  // refuses a world size that does not divide the chunks, before any work
     const std::vector<SupervisedExample>& rows = data.rows;
     SupervisedState st(name, cfg, static_cast<int64_t>(rows.size()), objective.role().parameters(),
                        data.sampler_stream);
@@ -190,7 +194,9 @@ json train_supervised(const Study& s, StageLifecycle& life, const SupervisedSett
     const int64_t stop_epoch = life.mode() == StageMode::interrupt ? cfg.interrupt_epoch : cfg.epochs;
     const int64_t every = cfg.checkpoint_every;
     auto save_checkpoint = [&](int64_t at_epoch, bool mid_epoch) {
-        life.checkpoint().save(st.exact_state(at_epoch, mid_epoch), name + " update " + std::to_string(st.updates));
+        const std::string what = name + " update " + std::to_string(st.updates);
+        check_ranks_agree(st.params, what);
+        life.checkpoint().save(st.exact_state(at_epoch, mid_epoch), what);
     };
     const FaultHooks& hooks = life.hooks();
 
@@ -212,18 +218,26 @@ json train_supervised(const Study& s, StageLifecycle& life, const SupervisedSett
             std::vector<const SupervisedExample*> group;
             for (int64_t i = start; i < std::min(n, start + per_update); ++i)
                 group.push_back(&rows[static_cast<size_t>(st.order[static_cast<size_t>(i)])]);
-            objective.role().zero_grad();
             const double lr = st.schedule.at(st.updates);
-            double denominator = 0;
-            json trace = json::array();
+            const double denominator = objective.denominator(group);
             const std::string where = name + " update " + std::to_string(st.updates + 1);
-            const double loss = objective.loss_and_grad(group, denominator, trace, where, st.updates + 1);
+            ChunkOutput out = chunked_gradient(
+                st.params, cfg.chunks, static_cast<int64_t>(group.size()), [&] { objective.role().zero_grad(); },
+                [&](int64_t begin, int64_t end) {
+                    const std::vector<const SupervisedExample*> chunk(group.begin() + begin, group.begin() + end);
+                    ChunkOutput o;
+                    o.loss = objective.loss_and_grad(chunk, denominator, o.trace, where, st.updates + 1);
+                    return o;
+                });
+            const double loss = out.loss;
             check_finite(loss, where, "loss");
             if (hooks.nonfinite(name, "gradient", st.updates + 1))
                 st.params.front().grad[0] = std::numeric_limits<float>::quiet_NaN();
             const double norm = clip_grad_norm(st.params, cfg.clip, where);
             st.optimizer.step(lr);
             ++st.updates;
+            if (hooks.drift(name, st.updates) && parallel::world().rank == parallel::world().size - 1)
+                st.params.front().data[0] += 1e-3f;
             ++done_here;
             st.history.push_back({{"epoch", st.epoch + 1},
                                   {"update", st.updates},
@@ -232,7 +246,7 @@ json train_supervised(const Study& s, StageLifecycle& life, const SupervisedSett
                                   {"denominator", denominator},
                                   {"denominator_kind", data.denominator_kind},
                                   {"unclipped_gradient_norm", norm},
-                                  {"rows", trace}});
+                                  {"rows", std::move(out.trace)}});
             bar.update(done_here, "loss " + std::to_string(loss));
             st.position = start + per_update;
             // Mid-epoch checkpoint (the epoch's last update waits for its validation).
@@ -249,6 +263,7 @@ json train_supervised(const Study& s, StageLifecycle& life, const SupervisedSett
     }
     bar.finish();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    check_ranks_agree(st.params, name + " end");
     const std::string final_identity = objective.role().learned_identity();
     if (base_frozen_identity(s.base) != s.base_identity) fail(name, ": the frozen base changed during training");
     if (st.updates > 0 && final_identity == data.initial_identity)

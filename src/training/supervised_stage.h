@@ -3,7 +3,9 @@
 // examples and an objective (loss and gradient of one group, validation);
 // train_supervised runs the epochs — seeded permutation per epoch, groups of
 // `per_update` examples, clip, AdamW, the schedule — with mid-epoch and
-// epoch-end checkpoints, over the stage lifecycle (stage_lifecycle.h).
+// epoch-end checkpoints, over the stage lifecycle (stage_lifecycle.h). Each
+// update's group is cut into parallel.chunks chunks (chunked_update.h): the
+// ranks of an MPI job share them, and any world size gives the same bits.
 //
 // Both run in three modes that prove exact resume: `interrupt` stops after
 // `interrupt_epoch` epochs and saves its state; `resume` loads that state and
@@ -53,10 +55,14 @@ class SupervisedObjective {
 public:
     virtual ~SupervisedObjective() = default;
     virtual Role& role() = 0;
-    // The loss of `group`, gradients accumulated into the role; `denominator`
-    // (tokens or pairs) and one trace entry per example are filled. `where`
-    // names the stage and update in non-finite errors; `update` is 1-based.
-    virtual double loss_and_grad(const std::vector<const SupervisedExample*>& group, double& denominator, json& trace,
+    // The whole update's denominator (active response tokens, or pairs).
+    virtual double denominator(const std::vector<const SupervisedExample*>& group) const = 0;
+    // The loss of `chunk` (part or all of an update's group: its summed terms
+    // over the update's `denominator`), gradients accumulated into the role,
+    // one trace entry per example. The chunks' losses and gradients add up to
+    // the update's (chunked_update.h). `where` names the stage and update in
+    // non-finite errors; `update` is 1-based.
+    virtual double loss_and_grad(const std::vector<const SupervisedExample*>& chunk, double denominator, json& trace,
                                  const std::string& where, int64_t update) = 0;
     // Validation, never used to select anything (SPEC §3).
     virtual json validate(const std::vector<SupervisedExample>& rows) = 0;
@@ -72,6 +78,7 @@ struct SupervisedSettings {
     uint64_t sampler_seed = 0;
     std::optional<int64_t> max_updates;  // smoke runs
     int64_t checkpoint_every = 0;        // checkpoint.every_updates
+    int64_t chunks = 1;                  // parallel.chunks
     static SupervisedSettings read(const StudyConfig& config, const std::string& stage);
 };
 

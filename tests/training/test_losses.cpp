@@ -111,3 +111,33 @@ TEST(Dpo, Log2CasesAndLimits) {
     EXPECT_NEAR(dpo_loss(big_pr, big_pc, zero, zero, 1, 1.0, &dc, nullptr, nullptr), 2000.0, 1e-9);
     EXPECT_NEAR(dc, -1.0, 1e-15);
 }
+
+// A chunk of an update divides by the update's pair count: the chunks'
+// losses and gradients are the whole update's (training/chunked_update.h).
+TEST(BradleyTerry, ChunksDivideByTheUpdatesPairCount) {
+    const float c[5] = {0.3f, -1.2f, 2.0f, 0.0f, 0.7f}, r[5] = {0.1f, 0.4f, -0.5f, 0.0f, 1.1f};
+    float dc[5], dr[5], pc[5], pr[5];
+    const double whole = bradley_terry_loss(c, r, 5, dc, dr);
+    const double first = bradley_terry_loss(c, r, 2, pc, pr, 5.0);
+    const double rest = bradley_terry_loss(c + 2, r + 2, 3, pc + 2, pr + 2, 5.0);
+    EXPECT_NEAR(first + rest, whole, 1e-15);
+    for (int i = 0; i < 5; ++i) {
+        EXPECT_EQ(pc[i], dc[i]) << i;  // the same division, the same bits
+        EXPECT_EQ(pr[i], dr[i]) << i;
+    }
+    EXPECT_EQ(bradley_terry_loss(c, r, 5, nullptr, nullptr, 5.0), whole);  // denominator n = the default
+}
+
+TEST(Dpo, ChunksDivideByTheUpdatesPairCount) {
+    const double pc[3] = {-3.0, -8.0, -1.5}, pr[3] = {-4.0, -2.0, -1.0}, rc[3] = {-3.5, -7.0, -2.0},
+                 rr[3] = {-3.0, -3.0, -1.2};
+    double dc[3], dr[3], qc[3], qr[3];
+    const double whole = dpo_loss(pc, pr, rc, rr, 3, 0.1, dc, dr, nullptr);
+    const double first = dpo_loss(pc, pr, rc, rr, 1, 0.1, qc, qr, nullptr, 3.0);
+    const double rest = dpo_loss(pc + 1, pr + 1, rc + 1, rr + 1, 2, 0.1, qc + 1, qr + 1, nullptr, 3.0);
+    EXPECT_NEAR(first + rest, whole, 1e-15);
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(qc[i], dc[i]) << i;
+        EXPECT_EQ(qr[i], dr[i]) << i;
+    }
+}

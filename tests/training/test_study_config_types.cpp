@@ -110,18 +110,19 @@ TEST(StudyConfigTypes, EveryKeyHasAMeaningAndAUnit) {
 // on validation pairs (README, "When to use what"), and when PPO's design
 // switches (ppo.whiten_advantages, value_clipping, cliprange_value,
 // kl_penalty: all off, the seed's PPO) and the rl section were added (new
-// keys; no other number changed).
+// keys; no other number changed), and when the parallel section was added
+// (parallel.chunks 1: the single-process update, no number changed).
 TEST(StudyConfigTypes, PresetHashesArePinned) {
     const std::map<std::string, std::pair<std::string, std::string>> pinned = {
         {"tiny",
-         {"295689977d7a0a9e9476884e9c0d60159393eb789ffdb2ef0b787643dd9e3d6a",
-          "fb8cdd91463b7fbed06068e0b134a0f9673e842c56aa7cd4192b2cd68c6bd2f7"}},
+         {"a423967b37bd79b3672c473f0082e1e2739e89601338eda97d70217afb898e56",
+          "2d21e379c09e2db4bf22aec72859d7ca9fa4d82b799526dfcea150c9973beab7"}},
         {"seed",
-         {"0a2e85795fc4d9febcc623bedff2cdb5fc7865bd1aeaf178f6dd2cfdcb0b2ca3",
-          "4a1bdc23aa113faa6dc2d180d425e5fbdc2292029d1c16b34f33d7e01615c629"}},
+         {"d7726232eb28baac6971cdd451a9dbabd3ee48ad25247a66dc87586e1d5e8334",
+          "46441076d95bbe3bf154946a2ac5e75857353bf7578938787ae4fd288cb6d40c"}},
         {"generic",
-         {"4272b55dd4a7ba2aacf36904173d1d17ae98e7784dbc8b381bf76312cfe6dd38",
-          "882e19c9c12122f2981185feae3ac1abf629acba84aa2ed37e36e7f0b975db41"}},
+         {"b1f104efae878845e6ceb4e6139f1c4f967a23308c8714af1968a42beeb5a4f0",
+          "947220c689d72f4286e3f82bc7dfce6ddd84f0c930741e1b70ef98b2098ff3c9"}},
     };
     for (const auto& [name, hashes] : pinned) {
         const json c = effective_config(name, {}, {});

@@ -1,0 +1,172 @@
+#include "parallel/world.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "util/error.h"
+
+#if PPOLAB_MPI
+#include <mpi.h>
+#endif
+
+namespace ppolab::parallel {
+
+namespace {
+
+World g_world;
+bool g_initialised = false;
+
+// Whether a launcher (Open MPI's mpirun, MPICH's Hydra, PMIx, Slurm's srun
+// with PMI) started this process: only then does it join a job.
+bool started_by_launcher() {
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK"})
+        if (std::getenv(v)) return true;
+    return false;
+}
+
+#if PPOLAB_MPI
+void check(int rc, const char* what) {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    MPI_Error_string(rc, text, &length);
+    std::fprintf(stderr, "ppolab rank %d: %s failed: %.*s\n", g_world.rank, what, length, text);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    std::abort();
+}
+#endif
+
+}  // namespace
+
+const World& world() { return g_world; }
+
+void init(int* argc, char*** argv) {
+    if (g_initialised) return;
+    g_initialised = true;
+    if (!started_by_launcher()) return;
+#if PPOLAB_MPI
+    int provided = 0;
+    check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    if (provided < MPI_THREAD_FUNNELED) {
+        std::fprintf(stderr, "ppolab: the MPI library gives thread level %d; ppolab needs MPI_THREAD_FUNNELED\n",
+                     provided);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    // A rank's failure is reported by the rank and ends the job (abort_job);
+    // MPI's own errors come back as codes (check) rather than a silent abort.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_world.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_world.size);
+    g_world.mpi = true;
+#else
+    (void)argc;
+    (void)argv;
+    fail(
+        "this ppolab was built without MPI (cmake -DPPOLAB_MPI=ON with libopenmpi-dev installed) "
+        "but was started by an MPI launcher (OMPI_COMM_WORLD_SIZE/PMI_SIZE/PMIX_RANK is set)");
+#endif
+}
+
+void finalize() {
+#if PPOLAB_MPI
+    if (g_world.mpi) {
+        MPI_Finalize();
+        g_world.mpi = false;
+    }
+#endif
+}
+
+void abort_job(int code) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+#if PPOLAB_MPI
+    if (g_world.mpi && g_world.size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+    finalize();
+    std::exit(code);
+}
+
+std::string describe() {
+#if PPOLAB_MPI
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int length = 0;
+    MPI_Get_library_version(version, &length);
+    std::string library(version, static_cast<size_t>(length));
+    library = library.substr(0, library.find_first_of(",\n"));
+    if (!g_world.mpi) return "data-parallel: " + library + " (one process; `mpirun -np W ppolab ...` for W ranks)";
+    return "data-parallel: " + library + ", rank " + std::to_string(g_world.rank) + " of " +
+           std::to_string(g_world.size);
+#else
+    return "data-parallel: built without MPI (one process; cmake -DPPOLAB_MPI=ON with libopenmpi-dev)";
+#endif
+}
+
+void barrier() {
+#if PPOLAB_MPI
+    if (g_world.mpi && g_world.size > 1) check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+#endif
+}
+
+std::vector<std::string> all_gather(const std::string& mine) {
+    if (g_world.size == 1) return {mine};
+#if PPOLAB_MPI
+    const int n = g_world.size;
+    if (mine.size() > static_cast<size_t>(1) << 30) fail("a rank's message of ", mine.size(), " bytes is over 1 GiB");
+    int length = static_cast<int>(mine.size());
+    std::vector<int> lengths(static_cast<size_t>(n)), offsets(static_cast<size_t>(n));
+    check(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
+    int64_t total = 0;
+    for (int r = 0; r < n; ++r) {
+        offsets[static_cast<size_t>(r)] = static_cast<int>(total);
+        total += lengths[static_cast<size_t>(r)];
+    }
+    if (total > (int64_t{1} << 31) - 1) fail("the ranks' messages add up to ", total, " bytes, over 2 GiB");
+    std::string all(static_cast<size_t>(total), '\0');
+    check(MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
+                         MPI_COMM_WORLD),
+          "MPI_Allgatherv");
+    std::vector<std::string> out;
+    for (int r = 0; r < n; ++r)
+        out.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
+                                 static_cast<size_t>(lengths[static_cast<size_t>(r)])));
+    return out;
+#else
+    return {mine};
+#endif
+}
+
+void all_gather(const float* mine, size_t count, float* all) {
+    if (g_world.size == 1) {
+        std::memcpy(all, mine, count * sizeof(float));
+        return;
+    }
+#if PPOLAB_MPI
+    if (count > static_cast<size_t>(1) << 30) fail("a rank's ", count, " floats are over MPI's count limit");
+    check(MPI_Allgather(mine, static_cast<int>(count), MPI_FLOAT, all, static_cast<int>(count), MPI_FLOAT,
+                        MPI_COMM_WORLD),
+          "MPI_Allgather");
+#endif
+}
+
+void broadcast(std::string& bytes) {
+    if (g_world.size == 1) return;
+#if PPOLAB_MPI
+    uint64_t length = bytes.size();
+    check(MPI_Bcast(&length, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    if (length > (uint64_t{1} << 31) - 1) fail("a broadcast of ", length, " bytes is over 2 GiB");
+    bytes.resize(length);
+    check(MPI_Bcast(bytes.data(), static_cast<int>(length), MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
+#endif
+}
+
+ChunkRange my_chunks(int64_t chunks) {
+    const int64_t w = g_world.size;
+    if (chunks < 1) fail("config: 'parallel.chunks' must be >= 1, got ", chunks);
+    if (chunks % w != 0)
+        fail("config: 'parallel.chunks' (", chunks, ") must be a multiple of the world size (", w,
+             " ranks): each rank computes the same number of whole chunks");
+    return {g_world.rank * chunks / w, (g_world.rank + 1) * chunks / w};
+}
+
+}  // namespace ppolab::parallel

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Data-parallel over MPI (SPEC §13) on a micro study, ranks on this machine:
+#  * SFT, the judge and DPO with parallel.chunks=2 at world size 2 write the
+#    same state files, byte for byte, as at world size 1; the reports say the
+#    world size, the states do not;
+#  * an interrupt state written at W = 2 resumes at W = 1 to the same final
+#    state as the continuous W = 1 run, and one written at W = 1 resumes at W = 2;
+#  * rank 1 killed with SIGKILL mid-SFT ends the job, leaves no half-written
+#    file, and `ppolab sft` (one process) continues from the last checkpoint
+#    to the same final state;
+#  * a rank whose learned tensors drift is caught by the cross-rank hash;
+#  * a chunk count the world size does not divide, and a command that is
+#    not data-parallel, are refused with errors naming them.
+set -euo pipefail
+BIN=${PPOLAB_BINARY:?}
+fail() { echo "mpi smoke: $*"; exit 1; }
+command -v mpirun > /dev/null || fail "mpirun not found (scripts/install.sh --tests installs openmpi-bin)"
+"$BIN" version | grep -q "^data-parallel: Open MPI" || { "$BIN" version; fail "this ppolab was built without MPI"; }
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+export PPOLAB_QUIET=1 OMP_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # CI runs as root
+# Both ranks on this machine, over shared memory; every rank one OpenMP thread.
+mpi() {
+  local np=$1; shift
+  mpirun -np "$np" --oversubscribe --bind-to none --mca btl self,vader \
+    -x OMP_NUM_THREADS -x PPOLAB_QUIET -x OMP_WAIT_POLICY -x PPOLAB_TEST_DRIFT "$BIN" "$@"
+}
+SETS=(--set pretrain.tokens=12000 --set pretrain.check_prompts=0
+      --set sft.epochs=2 --set sft.accumulation=32 --set parallel.chunks=2 --set checkpoint.every_updates=2)
+JUDGE=(--set reward.epochs=1 --set reward.pairs_per_update=16 --set max_updates=3)
+DPO=(--set dpo.epochs=1 --set dpo.pairs_per_update=16 --set max_updates=3)
+expect_error() {  # LOG PATTERN cmd...
+  local log=$1 pattern=$2; shift 2
+  set +e; "$@" > "$log" 2>&1; local rc=$?; set -e
+  [ $rc -ne 0 ] || { cat "$log"; fail "expected a failure: $*"; }
+  grep -q -- "$pattern" "$log" || { cat "$log"; fail "the error does not say '$pattern'"; }
+}
+same_state() {  # A B: byte for byte, and resume-check's verdict
+  cmp -s "$1" "$2" || { "$BIN" resume-check --states "$1" "$2" || true; fail "$1 and $2 differ"; }
+  "$BIN" resume-check --states "$1" "$2" > /dev/null
+}
+fresh() { mkdir -p "$1"; cp -r "$ONE/corpus" "$ONE/base" "$1/"; }
+
+# ---- W = 1: the reference (chunks = 2, one process, no mpirun).
+ONE=$WORK/one
+"$BIN" prepare --run "$ONE" "${SETS[@]}" > /dev/null
+"$BIN" pretrain --run "$ONE" "${SETS[@]}" > /dev/null 2>&1
+"$BIN" sft --run "$ONE" "${SETS[@]}" > /dev/null
+"$BIN" reward --run "$ONE" "${SETS[@]}" "${JUDGE[@]}" > /dev/null
+"$BIN" dpo --run "$ONE" "${SETS[@]}" "${DPO[@]}" > /dev/null
+
+# ---- W = 2: the same bytes.
+TWO=$WORK/two
+fresh "$TWO"
+mpi 2 sft --run "$TWO" "${SETS[@]}" > "$WORK/log" 2>&1 || { cat "$WORK/log"; fail "sft at W=2 failed"; }
+grep -q "^sft continuous: " "$WORK/log" || { cat "$WORK/log"; fail "rank 0 did not report"; }
+[ "$(grep -c '^sft continuous: ' "$WORK/log")" = 1 ] || fail "more than one rank printed the summary"
+mpi 2 reward --run "$TWO" "${SETS[@]}" "${JUDGE[@]}" > /dev/null
+mpi 2 dpo --run "$TWO" "${SETS[@]}" "${DPO[@]}" > /dev/null
+for stage in sft reward dpo; do
+  same_state "$ONE/$stage/continuous.state.gz" "$TWO/$stage/continuous.state.gz"
+  cmp -s "$ONE/$stage/final/learned.safetensors" "$TWO/$stage/final/learned.safetensors" ||
+    fail "$stage: final/learned.safetensors differs between W=1 and W=2"
+  python3 - "$ONE/$stage/continuous.json" "$TWO/$stage/continuous.json" "$stage" <<'PY'
+import json, sys
+one, two = (json.load(open(p)) for p in sys.argv[1:3])
+stage = sys.argv[3]
+assert one["world_size"] == 1 and two["world_size"] == 2, (stage, one["world_size"], two["world_size"])
+assert one["updates"] == two["updates"] >= 2, (stage, one["updates"], two["updates"])
+# The logged losses and per-row traces are the same numbers too.
+assert [h["loss"] for h in one["history"]] == [h["loss"] for h in two["history"]], stage
+assert [h["rows"] for h in one["history"]] == [h["rows"] for h in two["history"]], stage
+PY
+done
+ls "$TWO"/sft/checkpoints 2>/dev/null | grep -q . && fail "a checkpoint was left behind"
+
+# ---- Resume at another world size: W=2 → W=1 and W=1 → W=2.
+for order in "2 1" "1 2"; do
+  set -- $order
+  RUN=$WORK/resume-$1-$2
+  fresh "$RUN"
+  if [ "$1" = 2 ]; then mpi 2 sft --run "$RUN" --mode interrupt "${SETS[@]}" > /dev/null
+  else "$BIN" sft --run "$RUN" --mode interrupt "${SETS[@]}" > /dev/null; fi
+  if [ "$2" = 2 ]; then mpi 2 sft --run "$RUN" --mode resume "${SETS[@]}" > /dev/null
+  else "$BIN" sft --run "$RUN" --mode resume "${SETS[@]}" > /dev/null; fi
+  "$BIN" resume-check --states "$ONE/sft/continuous.state.gz" "$RUN/sft/resume.state.gz" > /dev/null ||
+    fail "sft interrupted at W=$1 and resumed at W=$2 differs from the continuous W=1 run"
+done
+
+# ---- Rank 1 killed with SIGKILL after the first checkpoint.
+KILL=$WORK/kill
+fresh "$KILL"
+set +e
+mpi 2 sft --run "$KILL" "${SETS[@]}" > "$WORK/kill.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do [ -e "$KILL/sft/checkpoints/continuous.state.gz" ] && break; sleep 0.1; done
+[ -e "$KILL/sft/checkpoints/continuous.state.gz" ] || { kill $job; cat "$WORK/kill.log"; fail "no checkpoint appeared"; }
+victim=""
+for d in /proc/[0-9]*; do
+  tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -q -- "sft --run $KILL " || continue
+  tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=${d#/proc/}
+done
+[ -n "$victim" ] || { kill $job; fail "rank 1 of the job was not found"; }
+kill -9 "$victim"
+wait $job; rc=$?
+set -e
+[ $rc -ne 0 ] || { cat "$WORK/kill.log"; fail "the job went on after rank 1 was killed"; }
+grep -qi "signal 9\|killed" "$WORK/kill.log" || { cat "$WORK/kill.log"; fail "mpirun did not say a rank was killed"; }
+[ ! -e "$KILL/sft/continuous.state.gz" ] && [ ! -e "$KILL/sft/continuous.json" ] || fail "the killed job wrote its outputs"
+"$BIN" sft --run "$KILL" "${SETS[@]}" > "$WORK/log" 2>&1 || { cat "$WORK/log"; fail "sft after the kill failed"; }
+grep -q "continuing from checkpoint" "$WORK/log" || { cat "$WORK/log"; fail "sft did not continue from the checkpoint"; }
+same_state "$ONE/sft/continuous.state.gz" "$KILL/sft/continuous.state.gz"
+ls -A "$KILL/sft/checkpoints" 2>/dev/null | grep -q . && fail "a checkpoint or temporary was left behind"
+
+# ---- A rank that drifts is caught by the cross-rank hash (at the checkpoint after update 2).
+DRIFT=$WORK/drift
+fresh "$DRIFT"
+PPOLAB_TEST_DRIFT=sft@1 expect_error "$WORK/log" "sft update 2: the ranks' learned tensors drifted apart" \
+  mpi 2 sft --run "$DRIFT" "${SETS[@]}"
+[ ! -e "$DRIFT/sft/checkpoints/continuous.state.gz" ] || fail "a drifted job wrote a checkpoint"
+
+# ---- Refusals.
+fresh "$WORK/chunks"
+expect_error "$WORK/log" "'parallel.chunks' (3) must be a multiple of the world size (2 ranks)" \
+  mpi 2 sft --run "$WORK/chunks" "${SETS[@]}" --set parallel.chunks=3
+[ ! -e "$WORK/chunks/sft" ] || [ -z "$(ls -A "$WORK/chunks/sft")" ] || fail "a refused sft wrote into RUN/sft"
+expect_error "$WORK/log" "only the data-parallel commands run: sft, reward, dpo, version" \
+  mpi 2 evaluate --run "$ONE"
+echo "mpi smoke: W=2 equals W=1 (sft, reward, dpo), resume across world sizes, kill -9, drift, refusals: ok"
