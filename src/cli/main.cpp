@@ -69,10 +69,9 @@ int main(int argc, char** argv) {
         }
     // A failing rank ends the whole job (the others would wait for it in a collective).
     auto failed = [&](const char* kind, const char* what) {
-        if (world.size > 1)
-            std::fprintf(stderr, "ppolab %s (rank %d of %d): %s: %s\n", rest[0].c_str(), world.rank, world.size, kind,
-                         what);
-        else std::fprintf(stderr, "ppolab %s: %s: %s\n", rest[0].c_str(), kind, what);
+        const std::string who =
+            world.size > 1 ? " (rank " + std::to_string(world.rank) + " of " + std::to_string(world.size) + ")" : "";
+        std::fprintf(stderr, "ppolab %s%s: %s: %s\n", rest[0].c_str(), who.c_str(), kind, what);
         if (world.size > 1) parallel::abort_job(1);
         parallel::finalize();
         return 1;

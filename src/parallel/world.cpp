@@ -149,17 +149,6 @@ void all_gather(const float* mine, size_t count, float* all) {
 #endif
 }
 
-void broadcast(std::string& bytes) {
-    if (g_world.size == 1) return;
-#if PPOLAB_MPI
-    uint64_t length = bytes.size();
-    check(MPI_Bcast(&length, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast");
-    if (length > (uint64_t{1} << 31) - 1) fail("a broadcast of ", length, " bytes is over 2 GiB");
-    bytes.resize(length);
-    check(MPI_Bcast(bytes.data(), static_cast<int>(length), MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
-#endif
-}
-
 ChunkRange my_chunks(int64_t chunks) {
     const int64_t w = g_world.size;
     if (chunks < 1) fail("config: 'parallel.chunks' must be >= 1, got ", chunks);

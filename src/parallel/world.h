@@ -49,8 +49,6 @@ void barrier();
 std::vector<std::string> all_gather(const std::string& mine);
 // Every rank's `count` floats, to every rank, in rank order: `all` holds size × count.
 void all_gather(const float* mine, size_t count, float* all);
-// Rank 0's bytes to every rank (the others' `bytes` are replaced).
-void broadcast(std::string& bytes);
 
 // The chunks [begin, end) of a fixed count that this rank computes: rank r
 // of W takes chunks [r·C/W, (r+1)·C/W). An Error naming parallel.chunks
