@@ -6,6 +6,7 @@
 #include "cli/stage_options.h"
 #include "evaluation/evaluate.h"
 #include "evaluation/exercise.h"
+#include "parallel/world.h"
 #include "util/error.h"
 
 namespace ppolab::cli {
@@ -53,9 +54,14 @@ int run_evaluate(const Args& args) {
                         generations_path(run, set, policy).c_str());
         }
     }
-    // Scoring: labels from gold/.
+    // Scoring: labels from gold/ (under mpirun: rank 0, the generations being whole on every rank).
+    if (!parallel::world().writer()) {
+        parallel::barrier();
+        return 0;
+    }
     Study study = Study::open(o.config, o.run, o.model, "evaluate-score", StageScope::all);
     json m = evaluate_score(study, set);
+    parallel::barrier();
     for (const std::string& policy : evaluation_policies(run, set)) print_metrics(policy, m[policy]);
     std::printf("wrote %s\n", metrics_path(run, set).c_str());
     return 0;

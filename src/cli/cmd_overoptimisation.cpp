@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "cli/stage_options.h"
 #include "evaluation/overoptimisation.h"
+#include "parallel/world.h"
 #include "util/error.h"
 
 namespace ppolab::cli {
@@ -27,9 +28,14 @@ int run_overoptimisation(const Args& args) {
         Study study = Study::open(o.config, o.run, o.model, "overoptimisation-sample", StageScope::eval);
         samples = overoptimisation_sample(study);
     }
-    // The rubric: labels from gold/.
+    // The rubric: labels from gold/ (under mpirun: rank 0, which holds every sample).
+    if (!parallel::world().writer()) {
+        parallel::barrier();
+        return 0;
+    }
     Study study = Study::open(o.config, o.run, o.model, "overoptimisation-label", StageScope::all);
     const json doc = overoptimisation_label(study, samples);
+    parallel::barrier();
     for (const json& p : doc["snapshots"])
         std::printf("iteration %4lld  %-32s  KL %.4f  sqrt(KL) %.4f  k1 %.4f  gold %.4f  proxy %.4f\n",
                     static_cast<long long>(p["iteration"].get<int64_t>()), p["policy"].get<std::string>().c_str(),

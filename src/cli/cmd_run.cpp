@@ -19,6 +19,7 @@
 #include "evaluation/evaluate.h"
 #include "evaluation/summary.h"
 #include "kernels/dispatch.h"
+#include "parallel/world.h"
 #include "training/config_types.h"
 #include "training/crash_checkpoints.h"
 #include "training/pretrain.h"
@@ -431,42 +432,52 @@ int run_study(const Args& args) {
     const bool resuming = args.has("resume");
     RunLayout run{args.has("resume") ? args.get("resume") : args.get("out", "runs/default")};
     const fs::path state_path = run.run_state();
-    const std::string option = resuming ? "--resume" : "--out";
-    std::error_code ec;
-    if (fs::exists(run.root, ec) && !fs::is_directory(run.root, ec))
-        fail(option, " ", run.root.string(), ": is a file, not a run folder",
-             resuming ? "" : "; choose another --out (a folder ppolab creates)");
-    if (fs::exists(run.results())) fail("refusing to overwrite the finished run ", run.root.string());
-    auto refuse_unfinished = [&] {
-        fail(run.root.string(), " exists but is not finished; continue it with `ppolab run --resume ",
-             run.root.string(), "` or choose another --out");
-    };
-    if (!resuming && fs::exists(run.root)) refuse_unfinished();
-    if (resuming && !fs::exists(state_path)) fail("--resume: no ", state_path.string(), " (not a ppolab run folder)");
-    // One process per run folder, for the whole study: the steps below run
-    // in this process and take the same lock again (util/run_lock.h).
-    const RunLock lock = open_run_folder(run.root, resuming ? RunAccess::write : RunAccess::create);
-    if (!resuming && fs::exists(state_path)) refuse_unfinished();  // another `run --out` got there first
-    if (fs::exists(run.results())) fail("refusing to overwrite the finished run ", run.root.string());
-
-    // The study's options: given once for a new run, recorded, reused on resume.
+    // Under mpirun (SPEC §13) rank 0 checks the folder, creates it and its
+    // state; the other ranks then read that state. The run folder must be one
+    // every rank sees (a shared filesystem, as for any cluster job).
+    const parallel::World& world = parallel::world();
+    RunLock lock;
     json state;
-    if (resuming) {
-        state = read_json_file(state_path);
-        for (const char* o : {"preset", "config", "set", "model", "replicates", "compare", "ablations"})
-            if (args.has(o)) fail("--resume continues with the recorded options; --", o, " cannot change them");
-    } else {
-        // --replicates K is replicates.count = K, after every --set.
-        std::vector<std::string> sets = args.all("set");
-        if (args.has("replicates")) sets.push_back("replicates.count=" + args.get("replicates"));
-        json options{{"preset", args.get("preset", kDefaultPreset)},
-                     {"config", args.all("config")},
-                     {"set", sets},
-                     {"model", args.has("model") ? json(args.get("model")) : json()}};
-        if (args.has("compare") || args.has("ablations")) options["compare"] = compared_now;
-        state = {{"format", "ppolab-run-state"}, {"options", options}, {"steps", json::object()}};
-        write_json_atomic(state_path, state);
+    if (world.writer()) {
+        const std::string option = resuming ? "--resume" : "--out";
+        std::error_code ec;
+        if (fs::exists(run.root, ec) && !fs::is_directory(run.root, ec))
+            fail(option, " ", run.root.string(), ": is a file, not a run folder",
+                 resuming ? "" : "; choose another --out (a folder ppolab creates)");
+        if (fs::exists(run.results())) fail("refusing to overwrite the finished run ", run.root.string());
+        auto refuse_unfinished = [&] {
+            fail(run.root.string(), " exists but is not finished; continue it with `ppolab run --resume ",
+                 run.root.string(), "` or choose another --out");
+        };
+        if (!resuming && fs::exists(run.root)) refuse_unfinished();
+        if (resuming && !fs::exists(state_path))
+            fail("--resume: no ", state_path.string(), " (not a ppolab run folder)");
+        // One process per run folder, for the whole study: the steps below run
+        // in this process and take the same lock again (util/run_lock.h).
+        lock = open_run_folder(run.root, resuming ? RunAccess::write : RunAccess::create);
+        if (!resuming && fs::exists(state_path)) refuse_unfinished();  // another `run --out` got there first
+        if (fs::exists(run.results())) fail("refusing to overwrite the finished run ", run.root.string());
+
+        // The study's options: given once for a new run, recorded, reused on resume.
+        if (resuming) {
+            state = read_json_file(state_path);
+            for (const char* o : {"preset", "config", "set", "model", "replicates", "compare", "ablations"})
+                if (args.has(o)) fail("--resume continues with the recorded options; --", o, " cannot change them");
+        } else {
+            // --replicates K is replicates.count = K, after every --set.
+            std::vector<std::string> sets = args.all("set");
+            if (args.has("replicates")) sets.push_back("replicates.count=" + args.get("replicates"));
+            json options{{"preset", args.get("preset", kDefaultPreset)},
+                         {"config", args.all("config")},
+                         {"set", sets},
+                         {"model", args.has("model") ? json(args.get("model")) : json()}};
+            if (args.has("compare") || args.has("ablations")) options["compare"] = compared_now;
+            state = {{"format", "ppolab-run-state"}, {"options", options}, {"steps", json::object()}};
+            write_json_atomic(state_path, state);
+        }
     }
+    parallel::barrier();
+    if (!world.writer()) state = read_json_file(state_path);
     const json& options = state["options"];
     std::vector<std::string> common = {"--preset", options["preset"].get<std::string>()};
     for (const auto& f : options["config"]) common.insert(common.end(), {"--config", f.get<std::string>()});
@@ -479,6 +490,10 @@ int run_study(const Args& args) {
     if (!options["model"].is_null()) model_arg = {"--model", options["model"].get<std::string>()};
 
     const int64_t replicates = StudyConfig::parse(config).replicates.count;
+    parallel::my_chunks(StudyConfig::parse(config).parallel.chunks);  // W must divide parallel.chunks: refused now
+    if (world.size > 1 && (args.has("votes") || !state["options"].value("feedback", json()).is_null()))
+        fail("a judge from votes (--votes) is trained by one process; under mpirun (", world.size,
+             " ranks) `ppolab run` trains the judge from the corpus's pairs only: continue this run without mpirun");
     const json feedback = feedback_option(args, state, run, replicates);
     if (!feedback.is_null() && state["options"].value("feedback", json()) != feedback) {
         state["options"]["feedback"] = feedback;
@@ -524,9 +539,11 @@ int run_study(const Args& args) {
         if (resuming && fs::exists(step.finished)) {
             std::printf("-- %s finished before the interruption (%s exists); recorded\n", step.name.c_str(),
                         step.finished.c_str());
-            for (const fs::path& ck : step.checkpoints) remove_checkpoint(ck);
             state["steps"][step.name] = {{"command", line}, {"seconds", nullptr}};
-            write_json_atomic(state_path, state, Overwrite::replace);
+            if (world.writer()) {
+                for (const fs::path& ck : step.checkpoints) remove_checkpoint(ck);
+                write_json_atomic(state_path, state, Overwrite::replace);
+            }
             continue;
         }
         std::string label =
@@ -535,15 +552,20 @@ int run_study(const Args& args) {
         std::printf("\n== %s\n>> %s\n", label.c_str(), line.c_str());
         std::fflush(stdout);
         const auto t0 = std::chrono::steady_clock::now();
-        const int rc = it->second.run(Args(argv, it->second.flags));
+        // Under mpirun every rank runs the data-parallel steps; the others run on
+        // rank 0 while the rest wait (a failing rank ends the job: main.cpp).
+        const bool here = world.size == 1 || data_parallel(cmd) || world.writer();
+        const int rc = here ? it->second.run(Args(argv, it->second.flags)) : 0;
+        parallel::barrier();
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (rc != 0)
             fail("step ", step.name, " failed (exit ", rc, "); fix the cause, then `ppolab run --resume ",
                  run.root.string(), "`");
         state["steps"][step.name] = {{"command", line}, {"seconds", secs}};
-        write_json_atomic(state_path, state, Overwrite::replace);
+        if (world.writer()) write_json_atomic(state_path, state, Overwrite::replace);
     }
     Progress::set_context("");
+    if (!world.writer()) return 0;  // rank 0 gathers the results
     json results = gather_results(run, config, state, steps);
     write_json_atomic(run.results(), results);
     std::printf("\n%s", study_summary(results, run.root).c_str());

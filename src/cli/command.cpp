@@ -71,7 +71,8 @@ Command::Command(std::string name, std::string usage, std::vector<std::string> f
     registry()[std::move(name)] = CommandInfo{std::move(usage), std::move(flags), std::move(run), std::move(help)};
 }
 
-static const std::vector<std::string> kDataParallel = {"sft", "reward", "dpo", "version"};
+static const std::vector<std::string> kDataParallel = {"sft",      "reward",           "dpo", "ppo",    "rloo", "grpo",
+                                                       "evaluate", "overoptimisation", "run", "version"};
 
 bool data_parallel(const std::string& command) {
     return std::find(kDataParallel.begin(), kDataParallel.end(), command) != kDataParallel.end();

@@ -50,6 +50,6 @@ std::map<std::string, CommandInfo>& registry();
 // data-parallel stages, and `version` (which says the world); every other
 // command runs as one process and is refused there.
 bool data_parallel(const std::string& command);
-std::string data_parallel_commands();  // "sft, reward, dpo, version"
+std::string data_parallel_commands();  // "sft, reward, dpo, ppo, rloo, grpo, evaluate, overoptimisation, run, version"
 
 }  // namespace ppolab::cli

@@ -3,10 +3,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 
 #include "evaluation/diagnostics.h"
 #include "model/generate.h"
 #include "model/sequence_kl.h"
+#include "parallel/world.h"
 #include "training/crash_checkpoints.h"
 #include "training/roles.h"
 #include "training/study_config.h"
@@ -184,7 +186,7 @@ json generation_identity(const Study& s, EvalSet set, const std::string& policy,
 // which must have the same identity) copied into `rows`; returns how many.
 size_t resume_rows(const fs::path& checkpoint, const json& identity, std::vector<EvalRow>& rows,
                    const std::string& policy) {
-    remove_atomic_temporaries(checkpoint.parent_path());
+    if (parallel::world().writer()) remove_atomic_temporaries(checkpoint.parent_path());
     if (!fs::exists(checkpoint)) return 0;
     const json ck = read_json_file(checkpoint);
     const std::string where = checkpoint.string();
@@ -204,6 +206,33 @@ size_t resume_rows(const fs::path& checkpoint, const json& identity, std::vector
     std::fprintf(stderr, "evaluate %s: continuing from checkpoint %s (%zu of %zu rows generated)\n", policy.c_str(),
                  where.c_str(), done.size(), rows.size());
     return done.size();
+}
+
+json generated_fields(const EvalRow& r) {
+    return {{"response", r.response},
+            {"finish_reason", r.finish_reason},
+            {"sampling_logp", r.sampling_logp},
+            {"decodable", r.decodable},
+            {"text", r.text}};
+}
+void restore_generated(EvalRow& r, const json& j) {
+    r.response = j.at("response").get<std::vector<int32_t>>();
+    r.finish_reason = j.at("finish_reason").get<std::string>();
+    r.sampling_logp = j.at("sampling_logp").get<std::vector<float>>();
+    r.decodable = j.at("decodable").get<bool>();
+    r.text = j.at("text").get<std::string>();
+}
+json scored_fields(const EvalRow& r) {
+    return {{"actor_logp", r.actor_logp},
+            {"reference_logp", r.reference_logp},
+            {"kl", r.kl_exact_to_sft ? json(*r.kl_exact_to_sft) : json()},
+            {"score", r.learned_score ? json(*r.learned_score) : json()}};
+}
+void restore_scored(EvalRow& r, const json& j) {
+    r.actor_logp = j.at("actor_logp").get<std::vector<float>>();
+    r.reference_logp = j.at("reference_logp").get<std::vector<float>>();
+    if (!j.at("kl").is_null()) r.kl_exact_to_sft = j.at("kl").get<double>();
+    if (!j.at("score").is_null()) r.learned_score = j.at("score").get<double>();
 }
 
 }  // namespace
@@ -248,7 +277,8 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
             fail("refusing to overwrite ", out.string(), ": it was written by a different evaluation (", d,
                  "); remove it to regenerate");
         std::fprintf(stderr, "evaluate %s: %s is complete (same identity), kept\n", policy.c_str(), out.c_str());
-        remove_checkpoint(checkpoint);
+        if (parallel::world().writer()) remove_checkpoint(checkpoint);
+        parallel::barrier();  // no rank reads the checkpoint rank 0 removes
         return done;
     }
 
@@ -258,17 +288,21 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     const int64_t every = s.cfg.checkpoint.every_rows;
     const size_t first_row = resume_rows(checkpoint, identity, rows, policy);
     auto save_rows = [&](size_t n) {
+        if (!parallel::world().writer()) return;
         json done = json::array();
         for (size_t i = 0; i < n; ++i) done.push_back(json::parse(eval_row_to_json(rows[i]).dump()));
         write_json_atomic(checkpoint, json{{"identity", identity}, {"rows_detail", done}}, Overwrite::replace);
     };
 
     // 1. generation, one row per forward: no padding, so the repeated probe
-    //    rows are independent computations that must agree bit for bit.
+    //    rows are independent computations that must agree bit for bit. In
+    //    rounds that end where a checkpoint is due; under mpirun each round's
+    //    rows are shared across the ranks.
     const auto t_gen = Clock::now();
     {
         Progress bar("evaluate " + policy + " generate", static_cast<int64_t>(rows.size() - first_row));
-        for (size_t i = first_row; i < rows.size(); ++i) {
+        int64_t generated = 0;
+        auto generate_row = [&](size_t i) {
             EvalRow& r = rows[i];
             std::vector<int32_t> prompt = s.encode_prompt(r.prompt);
             if (static_cast<int64_t>(prompt.size()) > s.limits.max_prompt)
@@ -283,8 +317,16 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
             std::optional<std::string> strict = s.tokenizer().decode_strict(body);
             r.decodable = strict.has_value();
             r.text = strict ? *strict : s.tokenizer().decode(body);
-            if (checkpoint_due(every, static_cast<int64_t>(i + 1)) && i + 1 < rows.size()) save_rows(i + 1);
-            bar.update(static_cast<int64_t>(i + 1 - first_row));
+            bar.update(++generated);
+        };
+        for (size_t a = first_row; a < rows.size();) {
+            const size_t b =
+                every > 0 ? std::min(rows.size(), (a / static_cast<size_t>(every) + 1) * every) : rows.size();
+            parallel::share_range(
+                a, b, generate_row, [&](size_t i) { return generated_fields(rows[i]); },
+                [&](size_t i, const json& j) { restore_generated(rows[i], j); });
+            if (checkpoint_due(every, static_cast<int64_t>(b)) && b < rows.size()) save_rows(b);
+            a = b;
         }
         bar.finish();
     }
@@ -297,11 +339,13 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     std::optional<Qwen2> judge_model;
     if (judge) judge_model.emplace(s.base, &judge->lora);
     Scorer actor_scorer(actor_model), reference_scorer(reference_model);
-    std::vector<std::optional<SequenceKl>> kl_to_sft(rows.size());  // exact sequence KL(policy ‖ SFT)
     {
+        // Batches of kScoringChunk rows (each batch the same at any world size), shared across the ranks.
         Progress bar("evaluate " + policy + " score", static_cast<int64_t>(rows.size()));
-        for (size_t first = 0; first < rows.size(); first += kScoringChunk) {
-            const size_t last = std::min(rows.size(), first + kScoringChunk);
+        const size_t batches = (rows.size() + kScoringChunk - 1) / kScoringChunk;
+        int64_t scored = 0;
+        auto score_batch = [&](size_t j) {
+            const size_t first = j * kScoringChunk, last = std::min(rows.size(), first + kScoringChunk);
             std::vector<ScoringRow> chunk;
             for (size_t i = first; i < last; ++i)
                 chunk.push_back(ScoringRow{s.encode_prompt(rows[i].prompt), rows[i].response});
@@ -319,7 +363,7 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
                     actor_scorer.selected_hidden(), reference_scorer.selected_hidden(),
                     actor_model.weights().output_matrix().view(), reference_model.weights().output_matrix().view(), b);
                 for (int64_t k = 0; k < b.B; ++k)
-                    kl_to_sft[first + static_cast<size_t>(k)] = kl[static_cast<size_t>(k)];
+                    rows[first + static_cast<size_t>(k)].kl_exact_to_sft = kl[static_cast<size_t>(k)].kl_exact;
             }
             if (judge) {
                 Scorer judge_scorer(*judge_model);
@@ -327,8 +371,21 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
                 for (int64_t k = 0; k < b.B; ++k)
                     rows[first + static_cast<size_t>(k)].learned_score = scores[static_cast<size_t>(k)];
             }
-            bar.update(static_cast<int64_t>(last));
-        }
+            scored += static_cast<int64_t>(last - first);
+            bar.update(scored);
+        };
+        // A batch's rows travel together: the JSON array of its rows' fields.
+        auto batch_fields = [&](size_t j) {
+            json all = json::array();
+            for (size_t i = j * kScoringChunk; i < std::min(rows.size(), (j + 1) * kScoringChunk); ++i)
+                all.push_back(scored_fields(rows[i]));
+            return all;
+        };
+        auto restore_batch = [&](size_t j, const json& all) {
+            size_t i = j * kScoringChunk;
+            for (const json& f : all) restore_scored(rows[i++], f);
+        };
+        parallel::share_range(0, batches, score_batch, batch_fields, restore_batch);
         bar.finish();
     }
     const double scoring_seconds = since(t_score);
@@ -340,7 +397,7 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     json jrows = json::array();
     for (size_t i = 0; i < rows.size(); ++i) {
         jrows.push_back(json::parse(eval_row_to_json(rows[i]).dump()));
-        jrows.back()["kl_exact_to_sft"] = kl_to_sft[i] ? json(kl_to_sft[i]->kl_exact) : json(nullptr);
+        jrows.back()["kl_exact_to_sft"] = rows[i].kl_exact_to_sft ? json(*rows[i].kl_exact_to_sft) : json(nullptr);
     }
     json result{{"identity", identity},
                 {"rows", rows.size()},
@@ -353,13 +410,16 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
                 {"repeated_generations_identical", true},
                 {"labels_read", false},
                 {"rows_detail", jrows}};
-    fs::create_directories(out.parent_path());
-    write_json_atomic(out, result);
-    record_timings(s.run, set, policy,
-                   {{"generation_seconds", generation_seconds},
-                    {"scoring_seconds", scoring_seconds},
-                    {"seconds", since(started)}});
-    remove_checkpoint(checkpoint);
+    if (parallel::world().writer()) {
+        fs::create_directories(out.parent_path());
+        write_json_atomic(out, result);
+        record_timings(s.run, set, policy,
+                       {{"generation_seconds", generation_seconds},
+                        {"scoring_seconds", scoring_seconds},
+                        {"seconds", since(started)}});
+        remove_checkpoint(checkpoint);
+    }
+    parallel::barrier();  // the generations are whole before any rank goes on
     return result;
 }
 

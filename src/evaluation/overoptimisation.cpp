@@ -8,6 +8,7 @@
 
 #include "model/generate.h"
 #include "model/sequence_kl.h"
+#include "parallel/world.h"
 #include "training/crash_checkpoints.h"
 #include "training/roles.h"
 #include "util/error.h"
@@ -58,9 +59,15 @@ std::vector<OverOptSample> sample_rows(const Study& s, Qwen2& policy, const std:
             out.back().prompt = p;
             out.back().sample = k;
         }
+    // Batches of kOverOptRowsPerBatch rows (the same at any world size), shared across the ranks under mpirun.
     Progress bar(label + " sample", static_cast<int64_t>(out.size()));
-    for (size_t first = 0; first < out.size(); first += kOverOptRowsPerBatch) {
-        const size_t last = std::min(out.size(), first + kOverOptRowsPerBatch);
+    const size_t batches = (out.size() + kOverOptRowsPerBatch - 1) / kOverOptRowsPerBatch;
+    auto rows_of = [&](size_t j) {
+        return std::pair{j * kOverOptRowsPerBatch, std::min(out.size(), (j + 1) * kOverOptRowsPerBatch)};
+    };
+    int64_t done = 0;
+    auto sample_batch = [&](size_t j) {
+        const auto [first, last] = rows_of(j);
         std::vector<std::vector<int32_t>> batch;
         std::vector<Philox> rngs;
         int64_t longest = 0;
@@ -83,8 +90,30 @@ std::vector<OverOptSample> sample_rows(const Study& s, Qwen2& policy, const std:
             r.decodable = strict.has_value();
             r.text = strict ? *strict : s.tokenizer().decode(body);
         }
-        bar.update(static_cast<int64_t>(last));
-    }
+        done += static_cast<int64_t>(last - first);
+        bar.update(done);
+    };
+    parallel::share_range(
+        0, batches, sample_batch,
+        [&](size_t j) {
+            json all = json::array();
+            for (size_t i = rows_of(j).first; i < rows_of(j).second; ++i)
+                all.push_back({{"response", out[i].response},
+                               {"finish_reason", out[i].finish_reason},
+                               {"decodable", out[i].decodable},
+                               {"text", out[i].text}});
+            return all;
+        },
+        [&](size_t j, const json& all) {
+            size_t i = rows_of(j).first;
+            for (const json& f : all) {
+                OverOptSample& r = out[i++];
+                r.response = f.at("response").get<std::vector<int32_t>>();
+                r.finish_reason = f.at("finish_reason").get<std::string>();
+                r.decodable = f.at("decodable").get<bool>();
+                r.text = f.at("text").get<std::string>();
+            }
+        });
     bar.finish();
     return out;
 }
@@ -95,8 +124,13 @@ void judge_rows(const Study& s, std::vector<OverOptSample>& rows, const std::vec
                 Role& judge, Qwen2& judge_model, Qwen2* policy, Qwen2* reference, const std::string& label) {
     Scorer judge_scorer(judge_model);
     Progress bar(label + " judge", static_cast<int64_t>(rows.size()));
-    for (size_t first = 0; first < rows.size(); first += kOverOptScoringRows) {
-        const size_t last = std::min(rows.size(), first + kOverOptScoringRows);
+    const size_t batches = (rows.size() + kOverOptScoringRows - 1) / kOverOptScoringRows;
+    auto rows_of = [&](size_t j) {
+        return std::pair{j * kOverOptScoringRows, std::min(rows.size(), (j + 1) * kOverOptScoringRows)};
+    };
+    int64_t done = 0;
+    auto judge_batch = [&](size_t j) {
+        const auto [first, last] = rows_of(j);
         std::vector<ScoringRow> chunk;
         for (size_t i = first; i < last; ++i)
             chunk.push_back(ScoringRow{prompts[static_cast<size_t>(rows[i].prompt)], rows[i].response});
@@ -112,8 +146,28 @@ void judge_rows(const Study& s, std::vector<OverOptSample>& rows, const std::vec
                 rows[first + static_cast<size_t>(k)].kl_k1 = kl[static_cast<size_t>(k)].kl_k1;
             }
         }
-        bar.update(static_cast<int64_t>(last));
-    }
+        done += static_cast<int64_t>(last - first);
+        bar.update(done);
+    };
+    parallel::share_range(
+        0, batches, judge_batch,
+        [&](size_t j) {
+            json all = json::array();
+            for (size_t i = rows_of(j).first; i < rows_of(j).second; ++i)
+                all.push_back({{"proxy", rows[i].proxy},
+                               {"kl_exact", rows[i].kl_exact ? json(*rows[i].kl_exact) : json()},
+                               {"kl_k1", rows[i].kl_k1 ? json(*rows[i].kl_k1) : json()}});
+            return all;
+        },
+        [&](size_t j, const json& all) {
+            size_t i = rows_of(j).first;
+            for (const json& f : all) {
+                OverOptSample& r = rows[i++];
+                r.proxy = f.at("proxy").get<double>();
+                if (!f.at("kl_exact").is_null()) r.kl_exact = f.at("kl_exact").get<double>();
+                if (!f.at("kl_k1").is_null()) r.kl_k1 = f.at("kl_k1").get<double>();
+            }
+        });
     bar.finish();
 }
 

@@ -95,4 +95,11 @@ std::vector<Generation> generate(Qwen2& model, const std::vector<std::vector<int
     return generate(model, cache, prompts, options, rng);
 }
 
+std::vector<Generation> generate(Qwen2& model, const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& options, std::vector<Philox>& row_rngs) {
+    KvCache cache(model.config(), static_cast<int64_t>(prompts.size()),
+                  longest(prompts) + std::max<int64_t>(options.max_new_tokens - 1, 1));
+    return generate(model, cache, prompts, options, row_rngs);
+}
+
 }  // namespace ppolab

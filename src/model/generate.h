@@ -45,5 +45,8 @@ std::vector<Generation> generate(Qwen2& model, const std::vector<std::vector<int
 // on how the rows are batched (overoptimisation's keyed samples).
 std::vector<Generation> generate(Qwen2& model, KvCache& cache, const std::vector<std::vector<int32_t>>& prompts,
                                  const GenerationOptions& options, std::vector<Philox>& row_rngs);
+// Convenience: allocates a cache of the needed size.
+std::vector<Generation> generate(Qwen2& model, const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& options, std::vector<Philox>& row_rngs);
 
 }  // namespace ppolab

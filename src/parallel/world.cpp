@@ -1,5 +1,6 @@
 #include "parallel/world.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -156,6 +157,28 @@ ChunkRange my_chunks(int64_t chunks) {
         fail("config: 'parallel.chunks' (", chunks, ") must be a multiple of the world size (", w,
              " ranks): each rank computes the same number of whole chunks");
     return {g_world.rank * chunks / w, (g_world.rank + 1) * chunks / w};
+}
+
+void share_range(size_t a, size_t b, const std::function<void(size_t)>& compute,
+                 const std::function<json(size_t)>& fields, const std::function<void(size_t, const json&)>& restore) {
+    PPOLAB_ASSERT(a <= b);
+    const size_t w = static_cast<size_t>(g_world.size), r = static_cast<size_t>(g_world.rank);
+    if (w == 1) {
+        for (size_t i = a; i < b; ++i) compute(i);
+        return;
+    }
+    // Rank r's share: the first (b − a) % W ranks take one more.
+    const size_t n = b - a, base = n / w, extra = n % w;
+    const size_t lo = a + r * base + std::min(r, extra), hi = lo + base + (r < extra ? 1 : 0);
+    json mine = json::array();
+    for (size_t i = lo; i < hi; ++i) {
+        compute(i);
+        mine.push_back(fields(i));
+    }
+    size_t i = a;
+    for (const std::string& bytes : all_gather(mine.dump()))
+        for (const json& j : json::parse(bytes)) restore(i++, j);
+    PPOLAB_ASSERT(i == b);
 }
 
 }  // namespace ppolab::parallel

@@ -13,8 +13,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "util/json.h"
 
 namespace ppolab::parallel {
 
@@ -57,5 +60,15 @@ struct ChunkRange {
     int64_t begin = 0, end = 0;
 };
 ChunkRange my_chunks(int64_t chunks);
+
+// Independent items [a, b) — evaluation's rows, or fixed batches of rows —
+// split across the ranks in contiguous shares: `compute(i)` runs for this
+// rank's, then what it set (`fields(i)` → JSON, `restore(i, ·)` ← JSON:
+// floats and doubles come back exactly) is gathered so that every rank
+// holds every item. An item must be its own computation (one row per
+// forward, or a batch whose rows do not depend on W), so it does not depend
+// on which rank ran it. A world of one computes them in order.
+void share_range(size_t a, size_t b, const std::function<void(size_t)>& compute,
+                 const std::function<json(size_t)>& fields, const std::function<void(size_t, const json&)>& restore);
 
 }  // namespace ppolab::parallel

@@ -9,6 +9,7 @@
 #include <span>
 
 #include "model/generate.h"
+#include "parallel/world.h"
 #include "training/crash_checkpoints.h"
 #include "training/feedback_stage.h"
 #include "training/identity.h"
@@ -47,6 +48,7 @@ PpoSettings PpoSettings::read(const StudyConfig& cfg) {
     s.generation_seed = cfg.seed(p.generation_seed);
     s.checkpoint_every = cfg.checkpoint.every_iterations;
     s.snapshot_every = p.snapshot_every;
+    s.chunks = cfg.parallel.chunks;
     return s;
 }
 
@@ -104,8 +106,8 @@ PpoRun::PpoRun(const Study& s, const FaultHooks& hooks, fs::path rollout_dir)
       critic_params_(critic_.parameters()),
       actor_opt_(actor_params_, cfg_.adam),
       critic_opt_(critic_params_, cfg_.adam),
-      sampler_(cfg_.sampler_seed, 3),
-      generation_(cfg_.generation_seed, 4) {
+      sampler_(cfg_.sampler_seed, 3) {
+    parallel::my_chunks(cfg_.chunks);  // refuses a world size that does not divide the chunks, before any work
     check_isolation();
     prompts_ = RolloutPrompts::load(s);
     identity_ = s.identity();
@@ -122,15 +124,14 @@ PpoRun::PpoRun(const Study& s, const FaultHooks& hooks, fs::path rollout_dir)
 std::vector<Rollout> PpoRun::iterate() {
     const auto t_iter = Clock::now();
     phase_seconds_ = json::object();
-    // 1. rollout: the next prompts, sampled by the current actor (old_logp from the sampling forward)
+    // 1. rollout: the next prompts, sampled by the current actor (old_logp from the sampling forward), and
+    // 2. score: reference log-probs, critic values before each token, the judge's score (by chunks of slots)
     std::vector<Rollout> rollouts = rollout();
-    // 2. score: reference log-probs, critic values before each token, the judge's score
-    const ScoringBatch batch = score(rollouts);
     // 3. per-token rewards −β(old − ref), the terminal reward on the last token, and
     // 4. advantages and returns (GAE), all detached
     const RolloutStats stats = advantages(rollouts);
     // 5. the updates of actor and critic over the same rollouts
-    const UpdateStats updates = update(rollouts, batch);
+    const UpdateStats updates = update(rollouts);
     ++pos_.iteration;
     for (const Rollout& r : rollouts) pos_.consumed.push_back(r.id);
     // 6. record: metrics, the rollouts' per-token tables, the phase seconds
@@ -140,56 +141,66 @@ std::vector<Rollout> PpoRun::iterate() {
     return rollouts;
 }
 
+void PpoRun::add_seconds(const char* phase, double seconds) {
+    phase_seconds_[phase] = phase_seconds_.value(phase, 0.0) + seconds;
+}
+
 std::vector<Rollout> PpoRun::rollout() {
-    const std::string where = iteration_where(pos_.iteration + 1);
     std::vector<int64_t> chosen;
     for (int64_t k = 0; k < cfg_.prompts_per_iteration; ++k)
         chosen.push_back(pos_.order.next(sampler_, prompts_.size()));
-    const auto t = Clock::now();
+    for (const char* phase : {"generation", "reference", "critic_values", "judge"}) phase_seconds_[phase] = 0.0;
     std::vector<Rollout> rollouts =
-        sample_rollouts(actor_model_, s_, prompts_, chosen, 1, generation_, pos_.iteration + 1, pos_.seen);
-    phase_seconds_["generation"] = since(t);
-    for (size_t k = 0; k < rollouts.size(); ++k) {
-        Rollout& r = rollouts[k];
-        if (k == 0 && !r.old_logp.empty() && hooks_.nonfinite("ppo", "logprob", pos_.iteration + 1))
-            r.old_logp[0] = std::numeric_limits<float>::quiet_NaN();
-        check_finite(r.old_logp, where + " rollout " + r.id, "sampling log-prob (old_logp)");
-    }
+        rollouts_by_chunks(cfg_.chunks, cfg_.prompts_per_iteration, pos_.seen, [&](int64_t begin, int64_t end) {
+            const auto t = Clock::now();
+            std::vector<Rollout> chunk = sample_rollouts(actor_model_, s_, prompts_, chosen, 1, cfg_.generation_seed,
+                                                         kSlotStreamTag, pos_.iteration + 1, begin, end);
+            add_seconds("generation", since(t));
+            score(chunk);
+            return chunk;
+        });
+    check_rollouts(rollouts);
     return rollouts;
 }
 
-ScoringBatch PpoRun::score(std::vector<Rollout>& rollouts) {
-    const std::string where = iteration_where(pos_.iteration + 1);
-    std::vector<ScoringRow> rows;
-    for (const Rollout& r : rollouts) rows.push_back(r.row);
-    ScoringBatch batch = s_.batch(rows);
+void PpoRun::score(std::vector<Rollout>& chunk) {
+    const ScoringBatch batch = rollout_batch(s_, chunk, 0, static_cast<int64_t>(chunk.size()));
     const int64_t B = batch.B;
     std::vector<float> per_pos(static_cast<size_t>(B * batch.T)), scores(static_cast<size_t>(B));
     auto t = Clock::now();
     reference_scorer_.response_logprobs(batch, per_pos.data(), false);
-    for (int64_t b = 0; b < B; ++b) {
-        Rollout& r = rollouts[static_cast<size_t>(b)];
-        r.ref_logp = response_slice(batch, per_pos.data(), b);
-        check_finite(r.ref_logp, where + " rollout " + r.id, "reference log-prob");
-    }
-    phase_seconds_["reference"] = since(t);
+    for (int64_t b = 0; b < B; ++b) chunk[static_cast<size_t>(b)].ref_logp = response_slice(batch, per_pos.data(), b);
+    add_seconds("reference", since(t));
     t = Clock::now();
     critic_scorer_.critic_values(batch, *critic_.head, per_pos.data(), false);
-    for (int64_t b = 0; b < B; ++b) {
-        Rollout& r = rollouts[static_cast<size_t>(b)];
-        r.values = response_slice(batch, per_pos.data(), b);
-        if (b == 0 && !r.values.empty() && hooks_.nonfinite("ppo", "value", pos_.iteration + 1))
+    for (int64_t b = 0; b < B; ++b) chunk[static_cast<size_t>(b)].values = response_slice(batch, per_pos.data(), b);
+    add_seconds("critic_values", since(t));
+    t = Clock::now();
+    judge_scorer_.reward_scores(batch, *judge_.head, scores.data(), false);
+    for (int64_t b = 0; b < B; ++b) chunk[static_cast<size_t>(b)].score = scores[static_cast<size_t>(b)];
+    add_seconds("judge", since(t));
+}
+
+void PpoRun::check_rollouts(std::vector<Rollout>& rollouts) const {
+    const std::string where = iteration_where(pos_.iteration + 1);
+    const int64_t it = pos_.iteration + 1;
+    for (size_t k = 0; k < rollouts.size(); ++k) {
+        Rollout& r = rollouts[k];
+        if (k == 0 && !r.old_logp.empty() && hooks_.nonfinite("ppo", "logprob", it))
+            r.old_logp[0] = std::numeric_limits<float>::quiet_NaN();
+        check_finite(r.old_logp, where + " rollout " + r.id, "sampling log-prob (old_logp)");
+    }
+    for (const Rollout& r : rollouts) check_finite(r.ref_logp, where + " rollout " + r.id, "reference log-prob");
+    for (size_t k = 0; k < rollouts.size(); ++k) {
+        Rollout& r = rollouts[k];
+        if (k == 0 && !r.values.empty() && hooks_.nonfinite("ppo", "value", it))
             r.values[0] = std::numeric_limits<float>::quiet_NaN();
         check_finite(r.values, where + " rollout " + r.id, "critic value");
     }
-    phase_seconds_["critic_values"] = since(t);
-    t = Clock::now();
-    judge_scorer_.reward_scores(batch, *judge_.head, scores.data(), false);
-    if (hooks_.nonfinite("ppo", "score", pos_.iteration + 1)) scores[0] = std::numeric_limits<float>::quiet_NaN();
+    if (hooks_.nonfinite("ppo", "score", it)) rollouts[0].score = std::numeric_limits<double>::quiet_NaN();
+    std::vector<double> scores;
+    for (const Rollout& r : rollouts) scores.push_back(r.score);
     check_finite(scores, where, "judge score");
-    phase_seconds_["judge"] = since(t);
-    for (int64_t b = 0; b < B; ++b) rollouts[static_cast<size_t>(b)].score = scores[static_cast<size_t>(b)];
-    return batch;
 }
 
 RolloutStats PpoRun::advantages(std::vector<Rollout>& rollouts) const {
@@ -232,44 +243,99 @@ RolloutStats PpoRun::advantages(std::vector<Rollout>& rollouts) const {
     return st;
 }
 
-UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts, const ScoringBatch& batch) {
-    const int64_t B = batch.B;
-    const double dB = static_cast<double>(B);
+ChunkOutput PpoRun::actor_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end, int64_t u,
+                                const std::string& where) {
+    const double dB = static_cast<double>(rollouts.size());  // the mean over the whole update's rows
+    const ScoringBatch batch = rollout_batch(s_, rollouts, begin, end);
+    std::vector<float> logp_now(static_cast<size_t>(batch.B * batch.T)), dlogp(logp_now.size(), 0.f);
+    actor_scorer_.response_logprobs(batch, logp_now.data(), true);
+    check_finite(logp_now, where, "actor log-prob");
+    ChunkOutput out;
+    for (int64_t b = 0; b < batch.B; ++b) {
+        const Rollout& r = rollouts[static_cast<size_t>(begin + b)];
+        const std::vector<float> now = response_slice(batch, logp_now.data(), b);
+        double max_diff = 0;
+        if (u == 0)
+            for (size_t i = 0; i < now.size(); ++i)
+                max_diff = std::max(max_diff, std::fabs(static_cast<double>(now[i]) - r.old_logp[i]));
+        ActorLoss al = ppo_actor_loss(now, r.old_logp, r.advantages, cfg_.clip_epsilon);
+        double kl_loss = 0;
+        if (cfg_.reward.kl_penalty == KlPenalty::loss_k3) {  // switch 9
+            const KlLoss kl = ppo_k3_loss(now, r.ref_logp, cfg_.reward.beta);
+            kl_loss = kl.loss / dB;
+            for (size_t i = 0; i < al.dlogp.size(); ++i) al.dlogp[i] += kl.dlogp[i];
+        }
+        scatter_row(batch, b, al.dlogp, dB, dlogp.data());
+        json row = {{"loss", al.loss / dB},
+                    {"kl_loss", kl_loss},
+                    {"clipfrac", al.clipfrac / dB},
+                    {"approxkl", al.approxkl / dB},
+                    {"max_rescore_diff", max_diff}};
+        if (u == 0 && begin + b == 0 && pos_.iteration == 0 && rescore_probe.is_null())
+            row["teacher_forced_logp"] = now;  // the re-score probe's row
+        out.loss += al.loss / dB;
+        out.trace.push_back(std::move(row));
+    }
+    actor_scorer_.response_logprobs_backward(batch, dlogp.data());
+    return out;
+}
+
+ChunkOutput PpoRun::critic_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end,
+                                 const std::string& where) {
+    const double dB = static_cast<double>(rollouts.size());
+    const ScoringBatch batch = rollout_batch(s_, rollouts, begin, end);
+    std::vector<float> v_now(static_cast<size_t>(batch.B * batch.T)), dv(v_now.size(), 0.f);
+    critic_scorer_.critic_values(batch, *critic_.head, v_now.data(), true);
+    check_finite(v_now, where, "critic value");
+    ChunkOutput out;
+    for (int64_t b = 0; b < batch.B; ++b) {
+        const Rollout& r = rollouts[static_cast<size_t>(begin + b)];
+        const std::vector<float> v = response_slice(batch, v_now.data(), b);
+        double loss = 0, clipfrac = 0;
+        if (cfg_.value_clipping) {  // switch 8
+            const ClippedCriticLoss cl =
+                ppo_clipped_critic_loss(v, r.values, r.returns, cfg_.value_loss_coef, cfg_.cliprange_value);
+            loss = cl.loss / dB;
+            clipfrac = cl.clipfrac / dB;
+            scatter_row(batch, b, cl.dvalues, dB, dv.data());
+        } else {
+            const CriticLoss cl = ppo_critic_loss(v, r.returns, cfg_.value_loss_coef);
+            loss = cl.loss / dB;
+            scatter_row(batch, b, cl.dvalues, dB, dv.data());
+        }
+        out.loss += loss;
+        out.trace.push_back({{"loss", loss}, {"clipfrac", clipfrac}});
+    }
+    critic_scorer_.critic_values_backward(batch, *critic_.head, dv.data());
+    return out;
+}
+
+UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts) {
+    const int64_t B = static_cast<int64_t>(rollouts.size());
     double t_actor = 0, t_critic = 0;
     UpdateStats st;
     for (int64_t u = 0; u < cfg_.updates_per_iteration; ++u) {
         const double lr_actor = actor_schedule_.at(pos_.updates), lr_critic = critic_schedule_.at(pos_.updates);
         const std::string uwhere = iteration_where(pos_.iteration + 1) + " update " + std::to_string(u + 1);
-        // The actor: clipped surrogate on the log-probs now, against old_logp.
+        // The actor: clipped surrogate on the log-probs now, against old_logp. Row sums in row order.
         auto t = Clock::now();
-        actor_.zero_grad();
-        std::vector<float> logp_now(static_cast<size_t>(B * batch.T)), dlogp(logp_now.size(), 0.f);
-        actor_scorer_.response_logprobs(batch, logp_now.data(), true);
-        check_finite(logp_now, uwhere, "actor log-prob");
+        const ChunkOutput actor = chunked_gradient(
+            actor_params_, cfg_.chunks, B, [&] { actor_.zero_grad(); },
+            [&](int64_t begin, int64_t end) { return actor_chunk(rollouts, begin, end, u, uwhere); });
         double policy_loss = 0, kl_loss = 0, clipfrac = 0, approxkl = 0, max_rescore_diff = 0;
-        for (int64_t b = 0; b < B; ++b) {
-            const Rollout& r = rollouts[static_cast<size_t>(b)];
-            std::vector<float> now = response_slice(batch, logp_now.data(), b);
-            if (u == 0)
-                for (size_t i = 0; i < now.size(); ++i)
-                    max_rescore_diff =
-                        std::max(max_rescore_diff, std::fabs(static_cast<double>(now[i]) - r.old_logp[i]));
-            if (u == 0 && pos_.iteration == 0 && b == 0 && rescore_probe.is_null())
-                rescore_probe = {{"rollout_id", r.id}, {"sampling_logp", r.old_logp}, {"teacher_forced_logp", now}};
-            ActorLoss al = ppo_actor_loss(now, r.old_logp, r.advantages, cfg_.clip_epsilon);
-            if (cfg_.reward.kl_penalty == KlPenalty::loss_k3) {  // switch 9
-                const KlLoss kl = ppo_k3_loss(now, r.ref_logp, cfg_.reward.beta);
-                kl_loss += kl.loss / dB;
-                for (size_t i = 0; i < al.dlogp.size(); ++i) al.dlogp[i] += kl.dlogp[i];
-            }
-            policy_loss += al.loss / dB;
-            clipfrac += al.clipfrac / dB;
-            approxkl += al.approxkl / dB;
-            scatter_row(batch, b, al.dlogp, dB, dlogp.data());
+        for (const json& row : actor.trace) {
+            policy_loss += row["loss"].get<double>();
+            kl_loss += row["kl_loss"].get<double>();
+            clipfrac += row["clipfrac"].get<double>();
+            approxkl += row["approxkl"].get<double>();
+            max_rescore_diff = std::max(max_rescore_diff, row["max_rescore_diff"].get<double>());
         }
+        if (u == 0 && pos_.iteration == 0 && rescore_probe.is_null())
+            rescore_probe = {{"rollout_id", rollouts[0].id},
+                             {"sampling_logp", rollouts[0].old_logp},
+                             {"teacher_forced_logp", actor.trace[0]["teacher_forced_logp"]}};
         check_finite(policy_loss, uwhere, "policy loss");
         check_finite(kl_loss, uwhere, "k3 KL loss");
-        actor_scorer_.response_logprobs_backward(batch, dlogp.data());
         if (hooks_.nonfinite("ppo", "gradient", pos_.iteration + 1))
             actor_params_.front().grad[0] = std::numeric_limits<float>::quiet_NaN();
         const double actor_norm = clip_grad_norm(actor_params_, cfg_.clip, uwhere + " actor");
@@ -278,28 +344,15 @@ UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts, const ScoringBa
 
         // The critic: ½(V − R)² on the values now, against the returns.
         t = Clock::now();
-        critic_.zero_grad();
-        std::vector<float> v_now(static_cast<size_t>(B * batch.T)), dv(v_now.size(), 0.f);
-        critic_scorer_.critic_values(batch, *critic_.head, v_now.data(), true);
-        check_finite(v_now, uwhere, "critic value");
+        const ChunkOutput critic = chunked_gradient(
+            critic_params_, cfg_.chunks, B, [&] { critic_.zero_grad(); },
+            [&](int64_t begin, int64_t end) { return critic_chunk(rollouts, begin, end, uwhere); });
         double value_loss = 0, value_clipfrac = 0;
-        for (int64_t b = 0; b < B; ++b) {
-            const Rollout& r = rollouts[static_cast<size_t>(b)];
-            const std::vector<float> v = response_slice(batch, v_now.data(), b);
-            if (cfg_.value_clipping) {  // switch 8
-                ClippedCriticLoss cl =
-                    ppo_clipped_critic_loss(v, r.values, r.returns, cfg_.value_loss_coef, cfg_.cliprange_value);
-                value_loss += cl.loss / dB;
-                value_clipfrac += cl.clipfrac / dB;
-                scatter_row(batch, b, cl.dvalues, dB, dv.data());
-            } else {
-                CriticLoss cl = ppo_critic_loss(v, r.returns, cfg_.value_loss_coef);
-                value_loss += cl.loss / dB;
-                scatter_row(batch, b, cl.dvalues, dB, dv.data());
-            }
+        for (const json& row : critic.trace) {
+            value_loss += row["loss"].get<double>();
+            value_clipfrac += row["clipfrac"].get<double>();
         }
         check_finite(value_loss, uwhere, "value loss");
-        critic_scorer_.critic_values_backward(batch, *critic_.head, dv.data());
         const double critic_norm = clip_grad_norm(critic_params_, cfg_.clip, uwhere + " critic");
         critic_opt_.step(lr_critic);
         t_critic += since(t);
@@ -361,6 +414,7 @@ void PpoRun::record(const std::vector<Rollout>& rollouts, const RolloutStats& r,
                          {"sampled_logratio_sum", ppo_response_kl(ro.old_logp, ro.ref_logp)},
                          {"tokens", table}});
     }
+    if (!parallel::world().writer()) return;  // rank 0 writes; every rank holds the same rollouts
     char name[64];
     std::snprintf(name, sizeof name, "iteration-%03lld.json", static_cast<long long>(pos_.iteration));
     write_json_atomic(rollout_dir_ / name, json{{"iteration", pos_.iteration}, {"rollouts", saved}},
@@ -378,8 +432,7 @@ ResumeState PpoRun::exact_state() {
     st.optimizers["critic"] = critic_opt_.state();
     st.schedulers["actor"] = SchedulerState{actor_schedule_, pos_.updates};
     st.schedulers["critic"] = SchedulerState{critic_schedule_, pos_.updates};
-    st.rngs["sampler"] = sampler_;
-    st.rngs["generation"] = generation_;
+    st.rngs["sampler"] = sampler_;  // generation draws from slot-keyed streams (rollouts.h): no state
     st.extra = pos_.to_json();
     return st;
 }
@@ -391,7 +444,6 @@ void PpoRun::restore(const ResumeState& st, const fs::path& from_path) {
     actor_opt_.load_state(st.optimizers.at("actor"), from);
     critic_opt_.load_state(st.optimizers.at("critic"), from);
     sampler_ = st.rngs.at("sampler");
-    generation_ = st.rngs.at("generation");
     pos_.restore(st.extra, from, "PPO");
     if (st.schedulers.at("actor").next_step != pos_.updates || st.schedulers.at("critic").next_step != pos_.updates)
         fail(from, ": scheduler positions differ from the update count");
@@ -422,6 +474,7 @@ struct PpoCheckpointExtras {
     int64_t first_iteration = 0;  // this mode's first iteration
 
     void save(const PpoRun& ppo) const {
+        if (!parallel::world().writer()) return;
         write_json_atomic(path,
                           json{{"first_iteration", first_iteration},
                                {"iteration_seconds", ppo.iteration_seconds},
@@ -491,6 +544,7 @@ struct PpoSnapshots {
         return {{"every_iterations", every}, {"iterations", at}, {"dir", stage + "/snapshots"}};
     }
     void prepare(bool restarted) const {
+        if (!parallel::world().writer()) return;
         const fs::path dir = s.run.snapshots(stage);
         if (!restarted) {
             fs::remove_all(dir);
@@ -503,7 +557,7 @@ struct PpoSnapshots {
     // After iteration `i` (the actor as it is then).
     void save(PpoRun& ppo) const {
         const int64_t i = ppo.iteration();
-        if (every <= 0 || i % every != 0 || i >= last) return;
+        if (every <= 0 || i % every != 0 || i >= last || !parallel::world().writer()) return;
         const fs::path dir = s.run.snapshot_dir(i, stage);
         fs::create_directories(dir.parent_path());
         if (!fs::exists(dir)) return save_role(dir, ppo.actor(), ppo.identity(), s);
@@ -534,7 +588,8 @@ json run_ppo(const Study& s, StageMode mode) {
     if (restarted) {
         life.set_restarted({{"file", life.checkpoint().path().string()}, {"iteration", ppo.iteration()}});
         extras.load(ppo, run, mode);
-        const int stale = remove_atomic_temporaries(run.ppo_rollouts(mode_name, stage));
+        const int stale =
+            parallel::world().writer() ? remove_atomic_temporaries(run.ppo_rollouts(mode_name, stage)) : 0;
         std::fprintf(stderr, "ppo %s: continuing from checkpoint %s (iteration %lld done%s)\n", mode_name.c_str(),
                      life.checkpoint().path().c_str(), static_cast<long long>(ppo.iteration()),
                      stale ? ", unfinished rollout writes removed" : "");
@@ -554,6 +609,9 @@ json run_ppo(const Study& s, StageMode mode) {
         ++done_here;
         snapshots.save(ppo);
         if (checkpoint_due(cfg.checkpoint_every, ppo.iteration()) && ppo.iteration() < stop) {
+            const std::string at = "ppo iteration " + std::to_string(ppo.iteration());
+            check_ranks_agree(ppo.actor().parameters(), at + " (actor)");
+            check_ranks_agree(ppo.critic().parameters(), at + " (critic)");
             extras.save(ppo);
             life.checkpoint().save(ppo.exact_state(), "ppo iteration " + std::to_string(ppo.iteration()));
         }
@@ -566,10 +624,12 @@ json run_ppo(const Study& s, StageMode mode) {
 
     // The frozen must be unchanged, the learners must have learned.
     ppo.check_roles(done_here);
+    check_ranks_agree(ppo.actor().parameters(), "ppo " + mode_name + " end (actor)");
+    check_ranks_agree(ppo.critic().parameters(), "ppo " + mode_name + " end (critic)");
     json phase_totals;
     const std::string metrics_text = metrics_lines(ppo, extras.first_iteration, phase_totals);
     const StateFileInfo info = life.save_state(ppo.exact_state());
-    write_file_atomic(run.ppo_metrics(mode_name, stage), metrics_text);
+    if (parallel::world().writer()) write_file_atomic(run.ppo_metrics(mode_name, stage), metrics_text);
 
     json report{{"stage", stage},
                 {"mode", mode_name},

@@ -6,9 +6,13 @@
 //
 // One iteration (PpoRun::iterate):
 //   1. rollout    4 prompts (seeded permutation + cursor), temperature-1
-//                 full-vocabulary sampling, old_logp of every sampled token
+//                 full-vocabulary sampling (slot-keyed streams), old_logp of
+//                 every sampled token
 //   2. score      reference log-probs, critic values before each token,
 //                 the judge's score at the last active token
+//   (1–2 run chunk by chunk of slots, parallel.chunks, on the ranks that own
+//   them; every rank then holds every rollout and runs 3–6 identically, the
+//   gradients of 5 summed in chunk order: chunked_update.h)
 //   3. rewards    −β(old_logp − ref_logp) per token, score (or −1) at the end
 //   4. advantages GAE (γ, λ), returns = A + V_old
 //   5. update ×2  actor: clipped surrogate; critic: ½(V − R)²; each its own
@@ -29,6 +33,7 @@
 #include "model/qwen2.h"
 #include "model/scoring.h"
 #include "training/adamw.h"
+#include "training/chunked_update.h"
 #include "training/fault_hooks.h"
 #include "training/ppo_math.h"
 #include "training/resume_state.h"
@@ -69,6 +74,7 @@ struct PpoSettings {
     uint64_t sampler_seed = 0, generation_seed = 0;
     int64_t checkpoint_every = 0;                        // checkpoint.every_iterations
     int64_t snapshot_every = 0;                          // ppo.snapshot_every (continuous mode only)
+    int64_t chunks = 1;                                  // parallel.chunks: of the slots and of each update's rows
     static PpoSettings read(const StudyConfig& config);  // Error unless ppo.temperature is 1
     // The switches as every identity block and report names them.
     json design_switches() const;
@@ -104,11 +110,14 @@ public:
     // One iteration, steps 1–6; returns its rollouts.
     std::vector<Rollout> iterate();
 
-    std::vector<Rollout> rollout();                                                                  // 1.
-    ScoringBatch score(std::vector<Rollout>& rollouts);                                              // 2.
+    std::vector<Rollout> rollout();                                                                  // 1.–2.
+    void score(std::vector<Rollout>& chunk);                                                         // 2.
     RolloutStats advantages(std::vector<Rollout>& rollouts) const;                                   // 3.–4.
-    UpdateStats update(const std::vector<Rollout>& rollouts, const ScoringBatch& batch);             // 5.
+    UpdateStats update(const std::vector<Rollout>& rollouts);                                        // 5.
     void record(const std::vector<Rollout>& rollouts, const RolloutStats& r, const UpdateStats& u);  // 6.
+
+    // The stream tag of PPO's slot generators (rollouts.h slot_generator).
+    static constexpr uint64_t kSlotStreamTag = 4;
 
     // The state at an iteration boundary (SPEC §6): the same at the end and in checkpoints.
     ResumeState exact_state();
@@ -122,7 +131,6 @@ public:
     int64_t updates() const { return pos_.updates; }
     const json& history() const { return pos_.history; }
     const json& consumed() const { return pos_.consumed; }
-    const Philox& generation_rng() const { return generation_; }
     Role& actor() { return actor_; }
     Role& critic() { return critic_; }
     Role& reference() { return reference_; }
@@ -138,6 +146,14 @@ public:
 
 private:
     void check_isolation();
+    // Step 1–2's checks over every rollout, in slot order, on every rank.
+    void check_rollouts(std::vector<Rollout>& rollouts) const;
+    // One chunk of an update: rows [begin, end) of the rollouts.
+    ChunkOutput actor_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end, int64_t u,
+                            const std::string& where);
+    ChunkOutput critic_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end,
+                             const std::string& where);
+    void add_seconds(const char* phase, double seconds);
 
     const Study& s_;
     const FaultHooks& hooks_;
@@ -153,7 +169,7 @@ private:
     Schedule actor_schedule_, critic_schedule_;
     ParamList actor_params_, critic_params_;
     AdamW actor_opt_, critic_opt_;
-    Philox sampler_, generation_;
+    Philox sampler_;
     json identity_;
     OnlinePosition pos_;  // the position: prompt order, iterations, updates, history, consumed ids
     json phase_seconds_;  // this iteration's

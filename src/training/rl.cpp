@@ -6,6 +6,8 @@
 #include <limits>
 #include <span>
 
+#include "parallel/world.h"
+#include "training/chunked_update.h"
 #include "training/crash_checkpoints.h"
 #include "training/metric_names.h"
 #include "training/study_config.h"
@@ -28,6 +30,7 @@ RlSettings RlSettings::read(const StudyConfig& cfg) {
     s.lr = c.lr;
     s.warmup_ratio = c.warmup_ratio;
     s.min_lr_ratio = c.min_lr_ratio;
+    s.chunks = cfg.parallel.chunks;
     s.clip_epsilon = c.clip_epsilon;
     s.clip = c.clip;
     s.adam = AdamWConfig{cfg.adamw.beta1, cfg.adamw.beta2, cfg.adamw.eps, c.weight_decay};
@@ -65,8 +68,8 @@ RlRun::RlRun(const Study& s, const FaultHooks& hooks, fs::path rollout_dir)
       schedule_(Schedule{cfg_.iterations * cfg_.updates_per_iteration, cfg_.lr, cfg_.warmup_ratio, cfg_.min_lr_ratio}),
       params_(policy_.parameters()),
       opt_(params_, cfg_.adam),
-      sampler_(cfg_.sampler_seed, 5),
-      generation_(cfg_.generation_seed, 6) {
+      sampler_(cfg_.sampler_seed, 5) {
+    parallel::my_chunks(cfg_.chunks);  // refuses a world size that does not divide the chunks, before any work
     ppolab::check_isolation(
         {isolation_view(policy_, false), isolation_view(reference_, true), isolation_view(judge_, true)});
     identity_ = s.identity();
@@ -80,14 +83,13 @@ RlRun::RlRun(const Study& s, const FaultHooks& hooks, fs::path rollout_dir)
 
 void RlRun::iterate() {
     const auto t = Clock::now();
-    // 1. rollout: k responses to each of the next prompts, sampled by the current policy
+    // 1. rollout: k responses to each of the next prompts, sampled by the current policy, and
+    // 2. score: the reference's log-probs, the judge's score (by chunks of slots)
     std::vector<Rollout> rollouts = rollout();
-    // 2. score: the reference's log-probs, the judge's score
-    const ScoringBatch batch = score(rollouts);
     // 3. each response's reward R_i, and 4. one advantage per response from its group
     const GroupRewards g = advantages(rollouts);
     // 5. the updates: PPO's clipped surrogate on the log-probs now, against old_logp
-    const json update_log = update(rollouts, batch);
+    const json update_log = update(rollouts);
     ++pos_.iteration;
     for (const Rollout& r : rollouts) pos_.consumed.push_back(r.id);
     // 6. record: metrics, the rollouts with their per-token tables
@@ -102,41 +104,46 @@ void RlRun::add_seconds(const char* phase, std::chrono::steady_clock::time_point
 }
 
 std::vector<Rollout> RlRun::rollout() {
-    const auto t = Clock::now();
     std::vector<int64_t> chosen;
     for (int64_t p = 0; p < cfg_.prompts_per_iteration; ++p)
         chosen.push_back(pos_.order.next(sampler_, prompts_.size()));
-    std::vector<Rollout> rollouts = sample_rollouts(policy_model_, s_, prompts_, chosen, cfg_.samples_per_prompt,
-                                                    generation_, pos_.iteration + 1, pos_.seen);
+    const int64_t slots = cfg_.prompts_per_iteration * cfg_.samples_per_prompt;
+    std::vector<Rollout> rollouts = rollouts_by_chunks(cfg_.chunks, slots, pos_.seen, [&](int64_t begin, int64_t end) {
+        auto t = Clock::now();
+        std::vector<Rollout> chunk =
+            sample_rollouts(policy_model_, s_, prompts_, chosen, cfg_.samples_per_prompt, cfg_.generation_seed,
+                            kSlotStreamTag, pos_.iteration + 1, begin, end);
+        add_seconds("generation", t);
+        t = Clock::now();
+        score(chunk);
+        add_seconds("scoring", t);
+        return chunk;
+    });
     for (size_t b = 0; b < rollouts.size(); ++b) {
         if (b == 0 && !rollouts[b].old_logp.empty() && hooks_.nonfinite(cfg_.stage(), "logprob", pos_.iteration + 1))
             rollouts[b].old_logp[0] = std::numeric_limits<float>::quiet_NaN();
         check_finite(rollouts[b].old_logp, where() + " rollout " + rollouts[b].id, "sampling log-prob (old_logp)");
     }
-    add_seconds("generation", t);
+    if (hooks_.nonfinite(cfg_.stage(), "score", pos_.iteration + 1))
+        rollouts[0].score = std::numeric_limits<double>::quiet_NaN();
+    std::vector<double> scores;
+    for (const Rollout& r : rollouts) scores.push_back(r.score);
+    check_finite(scores, where(), "judge score");
+    for (const Rollout& r : rollouts) check_finite(r.ref_logp, where() + " rollout " + r.id, "reference log-prob");
     return rollouts;
 }
 
-ScoringBatch RlRun::score(std::vector<Rollout>& rollouts) {
-    const auto t = Clock::now();
-    std::vector<ScoringRow> rows;
-    for (const Rollout& r : rollouts) rows.push_back(r.row);
-    ScoringBatch batch = s_.batch(rows);
+void RlRun::score(std::vector<Rollout>& chunk) {
+    const ScoringBatch batch = rollout_batch(s_, chunk, 0, static_cast<int64_t>(chunk.size()));
     const int64_t B = batch.B;
     std::vector<float> per_pos(static_cast<size_t>(B * batch.T)), scores(static_cast<size_t>(B));
     reference_scorer_.response_logprobs(batch, per_pos.data(), false);
     judge_scorer_.reward_scores(batch, *judge_.head, scores.data(), false);
-    if (hooks_.nonfinite(cfg_.stage(), "score", pos_.iteration + 1))
-        scores[0] = std::numeric_limits<float>::quiet_NaN();
-    check_finite(scores, where(), "judge score");
     for (int64_t b = 0; b < B; ++b) {
-        Rollout& r = rollouts[static_cast<size_t>(b)];
+        Rollout& r = chunk[static_cast<size_t>(b)];
         r.ref_logp = response_slice(batch, per_pos.data(), b);
-        check_finite(r.ref_logp, where() + " rollout " + r.id, "reference log-prob");
         r.score = scores[static_cast<size_t>(b)];
     }
-    add_seconds("scoring", t);
-    return batch;
 }
 
 RlRun::GroupRewards RlRun::advantages(std::vector<Rollout>& rollouts) const {
@@ -160,30 +167,44 @@ RlRun::GroupRewards RlRun::advantages(std::vector<Rollout>& rollouts) const {
     return g;
 }
 
-json RlRun::update(const std::vector<Rollout>& rollouts, const ScoringBatch& batch) {
+ChunkOutput RlRun::policy_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end,
+                                const std::string& where) {
+    const double dB = static_cast<double>(rollouts.size());  // the mean over the whole update's rows
+    const ScoringBatch batch = rollout_batch(s_, rollouts, begin, end);
+    std::vector<float> logp_now(static_cast<size_t>(batch.B * batch.T)), dlogp(logp_now.size(), 0.f);
+    policy_scorer_.response_logprobs(batch, logp_now.data(), true);
+    check_finite(logp_now, where, "policy log-prob");
+    ChunkOutput out;
+    for (int64_t b = 0; b < batch.B; ++b) {
+        const Rollout& r = rollouts[static_cast<size_t>(begin + b)];
+        const ActorLoss al =
+            ppo_actor_loss(response_slice(batch, logp_now.data(), b), r.old_logp, r.advantages, cfg_.clip_epsilon);
+        scatter_row(batch, b, al.dlogp, dB, dlogp.data());
+        out.loss += al.loss / dB;
+        out.trace.push_back({{"loss", al.loss / dB}, {"clipfrac", al.clipfrac / dB}, {"approxkl", al.approxkl / dB}});
+    }
+    policy_scorer_.response_logprobs_backward(batch, dlogp.data());
+    return out;
+}
+
+json RlRun::update(const std::vector<Rollout>& rollouts) {
     const auto t = Clock::now();
     json log = json::array();
-    const int64_t B = batch.B;
-    const double dB = static_cast<double>(B);
+    const int64_t B = static_cast<int64_t>(rollouts.size());
     for (int64_t u = 0; u < cfg_.updates_per_iteration; ++u) {
         const std::string uwhere = where() + " update " + std::to_string(u + 1);
         const double lr = schedule_.at(pos_.updates);
-        policy_.zero_grad();
-        std::vector<float> logp_now(static_cast<size_t>(B * batch.T)), dlogp(logp_now.size(), 0.f);
-        policy_scorer_.response_logprobs(batch, logp_now.data(), true);
-        check_finite(logp_now, uwhere, "policy log-prob");
+        // PPO's clipped surrogate on the log-probs now, against old_logp; row sums in row order.
+        const ChunkOutput out = chunked_gradient(
+            params_, cfg_.chunks, B, [&] { policy_.zero_grad(); },
+            [&](int64_t begin, int64_t end) { return policy_chunk(rollouts, begin, end, uwhere); });
         double loss = 0, clipfrac = 0, approxkl = 0;
-        for (int64_t b = 0; b < B; ++b) {
-            const Rollout& r = rollouts[static_cast<size_t>(b)];
-            const ActorLoss al =
-                ppo_actor_loss(response_slice(batch, logp_now.data(), b), r.old_logp, r.advantages, cfg_.clip_epsilon);
-            loss += al.loss / dB;
-            clipfrac += al.clipfrac / dB;
-            approxkl += al.approxkl / dB;
-            scatter_row(batch, b, al.dlogp, dB, dlogp.data());
+        for (const json& row : out.trace) {
+            loss += row["loss"].get<double>();
+            clipfrac += row["clipfrac"].get<double>();
+            approxkl += row["approxkl"].get<double>();
         }
         check_finite(loss, uwhere, "policy loss");
-        policy_scorer_.response_logprobs_backward(batch, dlogp.data());
         if (hooks_.nonfinite(cfg_.stage(), "gradient", pos_.iteration + 1))
             params_.front().grad[0] = std::numeric_limits<float>::quiet_NaN();
         const double norm = clip_grad_norm(params_, cfg_.clip, uwhere);
@@ -254,6 +275,7 @@ void RlRun::record(const std::vector<Rollout>& rollouts, const GroupRewards& g, 
                             {metric::kMeanResponseLength, len},
                             {"updates", update_log},
                             {"rollout_ids", ids}});
+    if (!parallel::world().writer()) return;  // rank 0 writes; every rank holds the same rollouts
     char name[64];
     std::snprintf(name, sizeof name, "iteration-%03lld.json", static_cast<long long>(pos_.iteration));
     write_json_atomic(rollout_dir_ / name, json{{"iteration", pos_.iteration}, {"rollouts", saved}},
@@ -268,8 +290,7 @@ ResumeState RlRun::exact_state() {
     st.learned["reward"] = capture_params(judge_.parameters());
     st.optimizers["policy"] = opt_.state();
     st.schedulers["policy"] = SchedulerState{schedule_, pos_.updates};
-    st.rngs["sampler"] = sampler_;
-    st.rngs["generation"] = generation_;
+    st.rngs["sampler"] = sampler_;  // generation draws from slot-keyed streams (rollouts.h): no state
     st.extra = pos_.to_json();
     return st;
 }
@@ -279,7 +300,6 @@ void RlRun::restore(const ResumeState& st, const fs::path& from_path) {
     restore_params(st.learned.at("policy"), params_, from);
     opt_.load_state(st.optimizers.at("policy"), from);
     sampler_ = st.rngs.at("sampler");
-    generation_ = st.rngs.at("generation");
     pos_.restore(st.extra, from, cfg_.stage());
     if (st.schedulers.at("policy").next_step != pos_.updates)
         fail(from, ": the scheduler position differs from the update count");
@@ -315,7 +335,7 @@ json run_rl(const Study& s, StageMode mode) {
     const int64_t first_iteration = restarted ? -1 : rl.iteration();  // -1: this mode's start is in a checkpoint
     if (restarted) {
         life.set_restarted({{"file", life.checkpoint().path().string()}, {"iteration", rl.iteration()}});
-        const int stale = remove_atomic_temporaries(rollouts);
+        const int stale = parallel::world().writer() ? remove_atomic_temporaries(rollouts) : 0;
         std::fprintf(stderr, "%s %s: continuing from checkpoint %s (iteration %lld done%s)\n", stage.c_str(),
                      mode_name.c_str(), life.checkpoint().path().c_str(), static_cast<long long>(rl.iteration()),
                      stale ? ", unfinished rollout writes removed" : "");
@@ -327,8 +347,11 @@ json run_rl(const Study& s, StageMode mode) {
     while (rl.iteration() < stop) {
         rl.iterate();
         ++done_here;
-        if (checkpoint_due(settings.checkpoint_every, rl.iteration()) && rl.iteration() < stop)
-            life.checkpoint().save(rl.exact_state(), stage + " iteration " + std::to_string(rl.iteration()));
+        if (checkpoint_due(settings.checkpoint_every, rl.iteration()) && rl.iteration() < stop) {
+            const std::string at = stage + " iteration " + std::to_string(rl.iteration());
+            check_ranks_agree(rl.policy().parameters(), at);
+            life.checkpoint().save(rl.exact_state(), at);
+        }
         const json& m = rl.history().back();
         bar.update(done_here, "score " + std::to_string(m[metric::kScores].get<double>()) + " kl " +
                                   std::to_string(m[metric::kKl].get<double>()));
@@ -336,6 +359,7 @@ json run_rl(const Study& s, StageMode mode) {
     bar.finish();
     const double seconds = since(started);
     rl.check_roles(done_here);
+    check_ranks_agree(rl.policy().parameters(), stage + " " + mode_name + " end");
 
     // metrics.jsonl: this mode's iterations (from the interrupt state's in resume mode).
     const int64_t from = mode == StageMode::resume ? settings.interrupt_iteration : 0;
@@ -343,7 +367,7 @@ json run_rl(const Study& s, StageMode mode) {
     for (int64_t i = std::min(from, rl.iteration()); i < rl.iteration(); ++i)
         text += rl.history()[static_cast<size_t>(i)].dump() + "\n";
     const StateFileInfo info = life.save_state(rl.exact_state());
-    write_file_atomic(metrics, text);
+    if (parallel::world().writer()) write_file_atomic(metrics, text);
 
     json report{{"stage", stage},
                 {"mode", mode_name},

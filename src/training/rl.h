@@ -30,6 +30,7 @@
 #include "model/qwen2.h"
 #include "model/scoring.h"
 #include "training/adamw.h"
+#include "training/chunked_update.h"
 #include "training/fault_hooks.h"
 #include "training/ppo_math.h"
 #include "training/resume_state.h"
@@ -53,6 +54,7 @@ struct RlSettings {
     AdamWConfig adam;
     RewardConfig reward;  // rl.beta, PPO's missing-EOS rule
     uint64_t sampler_seed = 0, generation_seed = 0;
+    int64_t chunks = 1;  // parallel.chunks: of the slots and of each update's rows
     static RlSettings read(const StudyConfig& config);
     std::string stage() const { return group_advantage_name(advantage); }  // the folder: rloo | grpo
 };
@@ -89,14 +91,20 @@ public:
     struct GroupRewards {
         std::vector<double> rewards, advantages;  // R_i and A_i, one per response, in slot order
     };
-    std::vector<Rollout> rollout();                                                // 1.
-    ScoringBatch score(std::vector<Rollout>& rollouts);                            // 2.
-    GroupRewards advantages(std::vector<Rollout>& rollouts) const;                 // 3.–4.
-    json update(const std::vector<Rollout>& rollouts, const ScoringBatch& batch);  // 5. the updates' log
+    std::vector<Rollout> rollout();                                 // 1.–2. (by chunks of slots)
+    void score(std::vector<Rollout>& chunk);                        // 2.
+    GroupRewards advantages(std::vector<Rollout>& rollouts) const;  // 3.–4.
+    json update(const std::vector<Rollout>& rollouts);              // 5. the updates' log
     void record(const std::vector<Rollout>& rollouts, const GroupRewards& g, const json& update_log);  // 6.
+
+    // The stream tag of the slot generators (rollouts.h slot_generator).
+    static constexpr uint64_t kSlotStreamTag = 6;
 
 private:
     std::string where() const;  // "rloo iteration N" of the iteration being run
+    // One chunk of an update: rows [begin, end) of the rollouts.
+    ChunkOutput policy_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end,
+                             const std::string& where);
     void add_seconds(const char* phase, std::chrono::steady_clock::time_point since);
 
     const Study& s_;
@@ -111,7 +119,7 @@ private:
     Schedule schedule_;
     ParamList params_;
     AdamW opt_;
-    Philox sampler_, generation_;
+    Philox sampler_;
     json identity_;
     OnlinePosition pos_;  // the position: prompt order, iterations, updates, history, consumed ids
 };

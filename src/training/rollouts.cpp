@@ -1,8 +1,11 @@
 #include "training/rollouts.h"
 
 #include <cstdio>
+#include <cstring>
 
 #include "model/generate.h"
+#include "parallel/world.h"
+#include "training/chunked_update.h"
 #include "training/feedback_stage.h"
 #include "util/error.h"
 
@@ -58,35 +61,156 @@ void OnlinePosition::restore(const json& extra, const std::string& from, const s
     for (const json& id : consumed) seen.insert(id.get<std::string>());
 }
 
+Philox slot_generator(uint64_t seed, uint64_t tag, int64_t iteration, int64_t slot) {
+    PPOLAB_ASSERT(tag < 256 && iteration >= 0 && iteration < (int64_t{1} << 32) && slot >= 0 &&
+                  slot < (int64_t{1} << 24));
+    return Philox(seed, tag << 56 | static_cast<uint64_t>(iteration) << 24 | static_cast<uint64_t>(slot));
+}
+
 std::vector<Rollout> sample_rollouts(Qwen2& model, const Study& s, const RolloutPrompts& prompts,
-                                     const std::vector<int64_t>& chosen, int64_t repeats, Philox& generation,
-                                     int64_t iteration, std::set<std::string>& seen) {
+                                     const std::vector<int64_t>& chosen, int64_t repeats, uint64_t seed, uint64_t tag,
+                                     int64_t iteration, int64_t begin, int64_t end) {
+    PPOLAB_ASSERT(repeats >= 1 && 0 <= begin && begin <= end && end <= static_cast<int64_t>(chosen.size()) * repeats);
     std::vector<std::vector<int32_t>> batch_prompts;
     std::vector<const PromptRow*> rows;
-    for (int64_t idx : chosen)
-        for (int64_t r = 0; r < repeats; ++r) {
-            batch_prompts.push_back(prompts.ids[static_cast<size_t>(idx)]);
-            rows.push_back(&prompts.prompts[static_cast<size_t>(idx)]);
-        }
+    std::vector<Philox> rngs;
+    for (int64_t k = begin; k < end; ++k) {
+        const size_t idx = static_cast<size_t>(chosen[static_cast<size_t>(k / repeats)]);
+        batch_prompts.push_back(prompts.ids[idx]);
+        rows.push_back(&prompts.prompts[idx]);
+        rngs.push_back(slot_generator(seed, tag, iteration, k));
+    }
     GenerationOptions gen;
     gen.max_new_tokens = s.limits.max_response;
     gen.eos_id = s.eos_id;
     gen.pad_id = s.pad_id;
     gen.greedy = false;
-    std::vector<Generation> gens = generate(model, batch_prompts, gen, generation);
     std::vector<Rollout> rollouts(batch_prompts.size());
+    if (rollouts.empty()) return rollouts;
+    std::vector<Generation> gens = generate(model, batch_prompts, gen, rngs);
     for (size_t k = 0; k < rollouts.size(); ++k) {
         Rollout& r = rollouts[k];
         char id[64];
-        std::snprintf(id, sizeof id, "iteration-%03lld-slot-%zu", static_cast<long long>(iteration), k);
+        std::snprintf(id, sizeof id, "iteration-%03lld-slot-%lld", static_cast<long long>(iteration),
+                      static_cast<long long>(begin + static_cast<int64_t>(k)));
         r.id = id;
-        if (!seen.insert(r.id).second) fail("rollout id ", r.id, " was already consumed");
         r.prompt_id = rows[k]->id;
         r.row = ScoringRow{batch_prompts[k], gens[k].tokens};
         r.finish = gens[k].finish_reason == "eos" ? Finish::eos : Finish::length;
         r.old_logp = gens[k].logprobs;  // the sampling forward's: never replaced
     }
     return rollouts;
+}
+
+namespace {
+
+// A rollout's sampled and scored fields as bytes (floats and doubles bit for bit).
+struct Bytes {
+    std::string out;
+    template <class T>
+    void put(const T& v) {
+        out.append(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+    template <class T>
+    void put_vector(const std::vector<T>& v) {
+        put(static_cast<uint64_t>(v.size()));
+        out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+    }
+    void put_string(const std::string& v) {
+        put(static_cast<uint64_t>(v.size()));
+        out += v;
+    }
+};
+
+struct Reader {
+    const std::string& in;
+    size_t at = 0;
+    template <class T>
+    T get() {
+        PPOLAB_ASSERT(at + sizeof(T) <= in.size());
+        T v;
+        std::memcpy(&v, in.data() + at, sizeof v);
+        at += sizeof v;
+        return v;
+    }
+    template <class T>
+    std::vector<T> get_vector() {
+        const uint64_t n = get<uint64_t>();
+        PPOLAB_ASSERT(at + n * sizeof(T) <= in.size());
+        std::vector<T> v(n);
+        std::memcpy(v.data(), in.data() + at, n * sizeof(T));
+        at += n * sizeof(T);
+        return v;
+    }
+    std::string get_string() {
+        const uint64_t n = get<uint64_t>();
+        PPOLAB_ASSERT(at + n <= in.size());
+        std::string v = in.substr(at, n);
+        at += n;
+        return v;
+    }
+};
+
+void put_rollout(Bytes& b, const Rollout& r) {
+    b.put_string(r.id);
+    b.put_string(r.prompt_id);
+    b.put_vector(r.row.prompt);
+    b.put_vector(r.row.response);
+    b.put(static_cast<uint8_t>(r.finish));
+    b.put_vector(r.old_logp);
+    b.put_vector(r.ref_logp);
+    b.put_vector(r.values);
+    b.put(r.score);
+}
+
+Rollout get_rollout(Reader& in) {
+    Rollout r;
+    r.id = in.get_string();
+    r.prompt_id = in.get_string();
+    r.row.prompt = in.get_vector<int32_t>();
+    r.row.response = in.get_vector<int32_t>();
+    r.finish = static_cast<Finish>(in.get<uint8_t>());
+    r.old_logp = in.get_vector<float>();
+    r.ref_logp = in.get_vector<float>();
+    r.values = in.get_vector<float>();
+    r.score = in.get<double>();
+    return r;
+}
+
+}  // namespace
+
+std::vector<Rollout> rollouts_by_chunks(
+    int64_t chunks, int64_t slots, std::set<std::string>& seen,
+    const std::function<std::vector<Rollout>(int64_t begin, int64_t end)>& produce) {
+    const parallel::ChunkRange mine = parallel::my_chunks(chunks);
+    std::vector<Rollout> all;
+    for (int64_t c = mine.begin; c < mine.end; ++c) {
+        const auto [begin, end] = chunk_items(slots, chunks, c);
+        if (begin == end) continue;
+        std::vector<Rollout> part = produce(begin, end);
+        PPOLAB_ASSERT(static_cast<int64_t>(part.size()) == end - begin);
+        for (Rollout& r : part) all.push_back(std::move(r));
+    }
+    if (parallel::world().size > 1) {  // rank r holds chunks [rC/W, (r+1)C/W): rank order is slot order
+        Bytes mine_bytes;
+        mine_bytes.put(static_cast<uint64_t>(all.size()));
+        for (const Rollout& r : all) put_rollout(mine_bytes, r);
+        all.clear();
+        for (const std::string& bytes : parallel::all_gather(mine_bytes.out)) {
+            Reader in{bytes};
+            for (uint64_t n = in.get<uint64_t>(); n > 0; --n) all.push_back(get_rollout(in));
+        }
+    }
+    PPOLAB_ASSERT(static_cast<int64_t>(all.size()) == slots);
+    for (const Rollout& r : all)
+        if (!seen.insert(r.id).second) fail("rollout id ", r.id, " was already consumed");
+    return all;
+}
+
+ScoringBatch rollout_batch(const Study& s, const std::vector<Rollout>& rollouts, int64_t begin, int64_t end) {
+    std::vector<ScoringRow> rows;
+    for (int64_t b = begin; b < end; ++b) rows.push_back(rollouts[static_cast<size_t>(b)].row);
+    return s.batch(rows);
 }
 
 std::vector<float> response_slice(const ScoringBatch& b, const float* per_position, int64_t row) {

@@ -4,6 +4,7 @@
 // the copies between a ScoringBatch's per-position buffers and one response.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -66,14 +67,34 @@ struct OnlinePosition {
     void restore(const json& extra, const std::string& from, const std::string& stage);
 };
 
-// Samples `repeats` responses (temperature 1, full vocabulary, EOS or
-// limits.max_response) to each of `chosen` (indices into `prompts`), in one
-// batch: slot K = j·repeats + r answers chosen[j]. The ids are
-// iteration-NNN-slot-K; an id already in `seen` is an Error. old_logp is the
+// The generator of rollout slot `slot` of iteration `iteration` (1-based)
+// of the stage whose streams are tagged `tag` (PPO 4, RLOO/GRPO 6):
+// Philox(seed, tag << 56 | iteration << 24 | slot) from counter 0. Keyed,
+// so a slot's draws depend on nothing else: not on the other slots, the
+// chunks, or the rank that sampled it (SPEC §13).
+Philox slot_generator(uint64_t seed, uint64_t tag, int64_t iteration, int64_t slot);
+
+// Samples slots [begin, end) of an iteration's `repeats` responses to each
+// of `chosen` (indices into `prompts`) — slot K = j·repeats + r answers
+// chosen[j] — as one batch (temperature 1, full vocabulary, EOS or
+// limits.max_response), slot K drawing from slot_generator(seed, tag,
+// iteration, K). The ids are iteration-NNN-slot-K. old_logp is the
 // sampling forward's, never replaced.
 std::vector<Rollout> sample_rollouts(Qwen2& model, const Study& study, const RolloutPrompts& prompts,
-                                     const std::vector<int64_t>& chosen, int64_t repeats, Philox& generation,
-                                     int64_t iteration, std::set<std::string>& seen);
+                                     const std::vector<int64_t>& chosen, int64_t repeats, uint64_t seed, uint64_t tag,
+                                     int64_t iteration, int64_t begin, int64_t end);
+
+// Every slot's rollout, on every rank, in slot order. The `slots` are cut
+// into `chunks` fixed chunks (chunk_items); `produce(begin, end)` samples
+// and scores one chunk's slots as one batch and runs for this rank's
+// chunks only; the other chunks' rollouts arrive from their ranks as bytes
+// (floats bit for bit). An id already in `seen` is an Error; the new ones
+// are added.
+std::vector<Rollout> rollouts_by_chunks(int64_t chunks, int64_t slots, std::set<std::string>& seen,
+                                        const std::function<std::vector<Rollout>(int64_t begin, int64_t end)>& produce);
+
+// Rollouts [begin, end) as one scoring batch (their prompts and responses).
+ScoringBatch rollout_batch(const Study& study, const std::vector<Rollout>& rollouts, int64_t begin, int64_t end);
 
 // The response positions of batch row `row` of a per-position buffer (B × T).
 std::vector<float> response_slice(const ScoringBatch& batch, const float* per_position, int64_t row);

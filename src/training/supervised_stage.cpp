@@ -206,6 +206,11 @@ json train_supervised(const Study& s, StageLifecycle& life, const SupervisedSett
     bool capped = false;
     int64_t done_here = 0;
     for (; st.epoch < stop_epoch && !capped; ++st.epoch) {
+        // A cap reached before this epoch (a resume of a capped interrupt) draws no permutation.
+        if (cfg.max_updates && st.updates >= *cfg.max_updates) {
+            capped = true;
+            break;
+        }
         if (st.order.empty()) {
             st.order = st.sampler.permutation(n);
             st.position = 0;

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Data-parallel over MPI (SPEC §13) on a micro study, ranks on this machine:
-#  * SFT, the judge and DPO with parallel.chunks=2 at world size 2 write the
-#    same state files, byte for byte, as at world size 1; the reports say the
-#    world size, the states do not;
+#  * `ppolab run --until ppo` at world size 2 (prepare, pretrain, the checks
+#    on rank 0; SFT, the judge and PPO in their three modes on both ranks),
+#    then DPO, RLOO and an evaluation, with parallel.chunks=2, write the same
+#    state files, final adapters, snapshots, rollout files, generations and
+#    metrics, byte for byte, as each stage at world size 1; the reports say
+#    the world size, the states do not;
 #  * an interrupt state written at W = 2 resumes at W = 1 to the same final
-#    state as the continuous W = 1 run, and one written at W = 1 resumes at W = 2;
+#    state as the continuous W = 1 run, and one written at W = 1 resumes at
+#    W = 2 (SFT and PPO);
 #  * rank 1 killed with SIGKILL mid-SFT ends the job, leaves no half-written
 #    file, and `ppolab sft` (one process) continues from the last checkpoint
 #    to the same final state;
@@ -26,10 +30,18 @@ mpi() {
   mpirun -np "$np" --oversubscribe --bind-to none --mca btl self,vader \
     -x OMP_NUM_THREADS -x PPOLAB_QUIET -x OMP_WAIT_POLICY -x PPOLAB_TEST_DRIFT "$BIN" "$@"
 }
-SETS=(--set pretrain.tokens=12000 --set pretrain.check_prompts=0
-      --set sft.epochs=2 --set sft.accumulation=32 --set parallel.chunks=2 --set checkpoint.every_updates=2)
-JUDGE=(--set reward.epochs=1 --set reward.pairs_per_update=16 --set max_updates=3)
-DPO=(--set dpo.epochs=1 --set dpo.pairs_per_update=16 --set max_updates=3)
+# The study's micro settings: every stage capped at 4 updates (PPO and RLOO
+# by iterations), which also proves that a capped interrupt resumes to the
+# capped continuous state. SETS (no cap) for the kill and resume tests.
+SETS=(--set pretrain.tokens=12000 --set pretrain.check_prompts=0 --set replicates.count=1
+      --set sft.epochs=2 --set sft.accumulation=32 --set parallel.chunks=2 --set checkpoint.every_updates=2
+      --set limits.max_response=32 --set limits.max_context=288)
+STUDY=("${SETS[@]}" --set max_updates=4 --set reward.epochs=1 --set reward.pairs_per_update=16
+       --set dpo.epochs=1 --set dpo.pairs_per_update=16
+       --set ppo.iterations=3 --set ppo.interrupt_iteration=1 --set checkpoint.every_iterations=1
+       --set ppo.snapshot_every=2
+       --set rl.iterations=2 --set rl.interrupt_iteration=1 --set rl.prompts_per_iteration=2
+       --set checkpoint.every_rows=64)
 expect_error() {  # LOG PATTERN cmd...
   local log=$1 pattern=$2; shift 2
   set +e; "$@" > "$log" 2>&1; local rc=$?; set -e
@@ -42,35 +54,69 @@ same_state() {  # A B: byte for byte, and resume-check's verdict
 }
 fresh() { mkdir -p "$1"; cp -r "$ONE/corpus" "$ONE/base" "$1/"; }
 
-# ---- W = 1: the reference (chunks = 2, one process, no mpirun).
+# ---- W = 1: the reference (chunks = 2, one process, no mpirun), each stage once.
 ONE=$WORK/one
-"$BIN" prepare --run "$ONE" "${SETS[@]}" > /dev/null
-"$BIN" pretrain --run "$ONE" "${SETS[@]}" > /dev/null 2>&1
-"$BIN" sft --run "$ONE" "${SETS[@]}" > /dev/null
-"$BIN" reward --run "$ONE" "${SETS[@]}" "${JUDGE[@]}" > /dev/null
-"$BIN" dpo --run "$ONE" "${SETS[@]}" "${DPO[@]}" > /dev/null
+"$BIN" prepare --run "$ONE" "${STUDY[@]}" > /dev/null
+"$BIN" pretrain --run "$ONE" "${STUDY[@]}" > /dev/null 2>&1
+for stage in sft reward ppo dpo rloo; do
+  "$BIN" $stage --run "$ONE" --mode continuous "${STUDY[@]}" > /dev/null
+done
+REF=$WORK/ref  # SFT without the cap, for the resume and kill tests
+fresh "$REF"
+"$BIN" sft --run "$REF" "${SETS[@]}" > /dev/null
 
-# ---- W = 2: the same bytes.
+# ---- W = 2: `ppolab run` up to PPO (prepare, pretrain, the checks and the
+# judge's test on rank 0; SFT, the judge and PPO in all three modes on both
+# ranks), then DPO and RLOO: the same bytes as W = 1.
 TWO=$WORK/two
-fresh "$TWO"
-mpi 2 sft --run "$TWO" "${SETS[@]}" > "$WORK/log" 2>&1 || { cat "$WORK/log"; fail "sft at W=2 failed"; }
-grep -q "^sft continuous: " "$WORK/log" || { cat "$WORK/log"; fail "rank 0 did not report"; }
-[ "$(grep -c '^sft continuous: ' "$WORK/log")" = 1 ] || fail "more than one rank printed the summary"
-mpi 2 reward --run "$TWO" "${SETS[@]}" "${JUDGE[@]}" > /dev/null
-mpi 2 dpo --run "$TWO" "${SETS[@]}" "${DPO[@]}" > /dev/null
-for stage in sft reward dpo; do
+mpi 2 run --out "$TWO" --until ppo "${STUDY[@]}" > "$WORK/log" 2>&1 || { cat "$WORK/log"; fail "run at W=2 failed"; }
+for stage in sft reward ppo; do
+  grep -q "^resume-check $stage: PASS" "$WORK/log" || { cat "$WORK/log"; fail "run at W=2: no PASS for $stage"; }
+done
+[ "$(grep -c '^sft continuous: ' "$WORK/log")" = 1 ] || fail "not exactly one rank printed sft's summary"
+grep -q "^-- stopped before" "$WORK/log" || { cat "$WORK/log"; fail "run --until ppo did not stop after PPO"; }
+cmp -s "$ONE/base/model.safetensors" "$TWO/base/model.safetensors" || fail "the base differs"
+mpi 2 dpo --run "$TWO" "${STUDY[@]}" > /dev/null
+mpi 2 rloo --run "$TWO" --mode continuous "${STUDY[@]}" > "$WORK/log" 2>&1 ||
+  { cat "$WORK/log"; fail "rloo at W=2 failed"; }
+# Evaluation: rows and batches of rows shared across the ranks, gathered in
+# row order (the base on the validation prompts, scored by the judge; the
+# held-out evaluation and over-optimisation share the same code path and are
+# run across two hosts by scripts/mpi-hosts-check.sh).
+for w in 1 2; do
+  fresh "$WORK/ev$w"
+  cp -r "$ONE/reward" "$WORK/ev$w/"
+done
+"$BIN" evaluate --run "$WORK/ev1" --population validation "${STUDY[@]}" > /dev/null
+mpi 2 evaluate --run "$WORK/ev2" --population validation "${STUDY[@]}" > "$WORK/log" 2>&1 ||
+  { cat "$WORK/log"; fail "evaluate at W=2 failed"; }
+for f in validation-base-generations.json validation-metrics.json; do
+  [ -e "$WORK/ev1/eval/$f" ] || fail "no eval/$f at W=1"
+  cmp -s "$WORK/ev1/eval/$f" "$WORK/ev2/eval/$f" || fail "eval/$f differs between W=1 and W=2"
+done
+for stage in ppo rloo; do
+  diff -r "$ONE/$stage/rollouts/continuous" "$TWO/$stage/rollouts/continuous" > /dev/null ||
+    fail "$stage: the rollout files differ between W=1 and W=2"
+done
+diff -r "$ONE/ppo/snapshots" "$TWO/ppo/snapshots" > /dev/null || fail "ppo: the snapshots differ between W=1 and W=2"
+for stage in sft reward ppo dpo rloo; do
   same_state "$ONE/$stage/continuous.state.gz" "$TWO/$stage/continuous.state.gz"
-  cmp -s "$ONE/$stage/final/learned.safetensors" "$TWO/$stage/final/learned.safetensors" ||
-    fail "$stage: final/learned.safetensors differs between W=1 and W=2"
+  diff -r "$ONE/$stage/final" "$TWO/$stage/final" > /dev/null || fail "$stage: final/ differs between W=1 and W=2"
   python3 - "$ONE/$stage/continuous.json" "$TWO/$stage/continuous.json" "$stage" <<'PY'
 import json, sys
 one, two = (json.load(open(p)) for p in sys.argv[1:3])
 stage = sys.argv[3]
 assert one["world_size"] == 1 and two["world_size"] == 2, (stage, one["world_size"], two["world_size"])
-assert one["updates"] == two["updates"] >= 2, (stage, one["updates"], two["updates"])
-# The logged losses and per-row traces are the same numbers too.
-assert [h["loss"] for h in one["history"]] == [h["loss"] for h in two["history"]], stage
-assert [h["rows"] for h in one["history"]] == [h["rows"] for h in two["history"]], stage
+# The logged numbers are the same too: losses and per-row traces, PPO's every metric and probe.
+if stage in ("sft", "reward", "dpo"):
+    assert one["updates"] == two["updates"] == 4, (stage, one["updates"], two["updates"])
+    assert [h["loss"] for h in one["history"]] == [h["loss"] for h in two["history"]], stage
+    assert [h["rows"] for h in one["history"]] == [h["rows"] for h in two["history"]], stage
+else:
+    assert one["iterations"] == two["iterations"] >= 2, (stage, one["iterations"], two["iterations"])
+    assert one["history"] == two["history"], stage
+if stage == "ppo":
+    assert one["sampling_vs_teacher_forced_probe"] == two["sampling_vs_teacher_forced_probe"]
 PY
 done
 ls "$TWO"/sft/checkpoints 2>/dev/null | grep -q . && fail "a checkpoint was left behind"
@@ -84,8 +130,23 @@ for order in "2 1" "1 2"; do
   else "$BIN" sft --run "$RUN" --mode interrupt "${SETS[@]}" > /dev/null; fi
   if [ "$2" = 2 ]; then mpi 2 sft --run "$RUN" --mode resume "${SETS[@]}" > /dev/null
   else "$BIN" sft --run "$RUN" --mode resume "${SETS[@]}" > /dev/null; fi
-  "$BIN" resume-check --states "$ONE/sft/continuous.state.gz" "$RUN/sft/resume.state.gz" > /dev/null ||
+  "$BIN" resume-check --states "$REF/sft/continuous.state.gz" "$RUN/sft/resume.state.gz" > /dev/null ||
     fail "sft interrupted at W=$1 and resumed at W=$2 differs from the continuous W=1 run"
+done
+
+# PPO interrupted at W = 2, resumed at W = 1, and the reverse.
+for order in "2 1" "1 2"; do
+  set -- $order
+  RUN=$WORK/ppo-resume-$1-$2
+  fresh "$RUN"
+  cp -r "$ONE/sft" "$ONE/reward" "$RUN/"
+  for step in "$1 interrupt" "$2 resume"; do
+    set -- $step
+    if [ "$1" = 2 ]; then mpi 2 ppo --run "$RUN" --mode "$2" "${STUDY[@]}" > /dev/null
+    else "$BIN" ppo --run "$RUN" --mode "$2" "${STUDY[@]}" > /dev/null; fi
+  done
+  "$BIN" resume-check --states "$ONE/ppo/continuous.state.gz" "$RUN/ppo/resume.state.gz" > /dev/null ||
+    fail "ppo interrupted and resumed at another world size differs from the continuous W=1 run ($order)"
 done
 
 # ---- Rank 1 killed with SIGKILL after the first checkpoint.
@@ -110,7 +171,7 @@ grep -qi "signal 9\|killed" "$WORK/kill.log" || { cat "$WORK/kill.log"; fail "mp
 [ ! -e "$KILL/sft/continuous.state.gz" ] && [ ! -e "$KILL/sft/continuous.json" ] || fail "the killed job wrote its outputs"
 "$BIN" sft --run "$KILL" "${SETS[@]}" > "$WORK/log" 2>&1 || { cat "$WORK/log"; fail "sft after the kill failed"; }
 grep -q "continuing from checkpoint" "$WORK/log" || { cat "$WORK/log"; fail "sft did not continue from the checkpoint"; }
-same_state "$ONE/sft/continuous.state.gz" "$KILL/sft/continuous.state.gz"
+same_state "$REF/sft/continuous.state.gz" "$KILL/sft/continuous.state.gz"
 ls -A "$KILL/sft/checkpoints" 2>/dev/null | grep -q . && fail "a checkpoint or temporary was left behind"
 
 # ---- A rank that drifts is caught by the cross-rank hash (at the checkpoint after update 2).
@@ -125,6 +186,9 @@ fresh "$WORK/chunks"
 expect_error "$WORK/log" "'parallel.chunks' (3) must be a multiple of the world size (2 ranks)" \
   mpi 2 sft --run "$WORK/chunks" "${SETS[@]}" --set parallel.chunks=3
 [ ! -e "$WORK/chunks/sft" ] || [ -z "$(ls -A "$WORK/chunks/sft")" ] || fail "a refused sft wrote into RUN/sft"
-expect_error "$WORK/log" "only the data-parallel commands run: sft, reward, dpo, version" \
-  mpi 2 evaluate --run "$ONE"
-echo "mpi smoke: W=2 equals W=1 (sft, reward, dpo), resume across world sizes, kill -9, drift, refusals: ok"
+expect_error "$WORK/log" \
+  "only the data-parallel commands run: sft, reward, dpo, ppo, rloo, grpo, evaluate, overoptimisation, run, version" \
+  mpi 2 findings --run "$ONE"
+expect_error "$WORK/log" "a judge from votes (--votes) is trained by one process" \
+  mpi 2 run --resume "$TWO" --votes "$WORK/log" --candidates "$WORK/log"
+echo "mpi smoke: W=2 equals W=1 (sft, reward, dpo, ppo, rloo), resume across world sizes, kill -9, drift, refusals: ok"

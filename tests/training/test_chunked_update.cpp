@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "training/chunked_update.h"
+#include "training/rollouts.h"
 #include "util/error.h"
 
 using namespace ppolab;
@@ -127,4 +130,59 @@ TEST(ChunkedGradient, EmptyChunksAreNotComputedAndAddZeros) {
 TEST(ChunkedGradient, RanksAgreeInAWorldOfOne) {
     Toy toy;
     EXPECT_NO_THROW(check_ranks_agree(toy.params(), "toy"));
+}
+
+// PPO's and RLOO/GRPO's rollouts by chunks of slots (training/rollouts.h):
+// each chunk produced once, as one range, in chunk order; the result in slot
+// order; an id seen before refused.
+TEST(RolloutsByChunks, EachChunkOnceInSlotOrder) {
+    std::vector<std::pair<int64_t, int64_t>> asked;
+    auto produce = [&](int64_t begin, int64_t end) {
+        asked.push_back({begin, end});
+        std::vector<Rollout> out;
+        for (int64_t k = begin; k < end; ++k) {
+            Rollout r;
+            r.id = "slot-" + std::to_string(k);
+            r.old_logp = {static_cast<float>(k)};
+            out.push_back(r);
+        }
+        return out;
+    };
+    std::set<std::string> seen;
+    const std::vector<Rollout> got = rollouts_by_chunks(3, 4, seen, produce);
+    EXPECT_EQ(asked, (std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, 3}, {3, 4}}));
+    ASSERT_EQ(got.size(), 4u);
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k].id, "slot-" + std::to_string(k));
+    EXPECT_EQ(seen.size(), 4u);
+
+    asked.clear();
+    seen.clear();
+    EXPECT_EQ(rollouts_by_chunks(4, 2, seen, produce).size(), 2u);  // empty chunks are not produced
+    EXPECT_EQ(asked, (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 2}}));
+    try {
+        rollouts_by_chunks(1, 4, seen, produce);
+        FAIL() << "a repeated rollout id was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("rollout id slot-0 was already consumed"), std::string::npos) << e.what();
+    }
+}
+
+// A slot's generator is keyed by (seed, stage tag, iteration, slot) alone:
+// distinct for every key, from counter 0, whatever else was drawn.
+TEST(SlotGenerator, KeyedBySeedTagIterationAndSlot) {
+    std::set<uint64_t> streams;
+    for (uint64_t tag : {4u, 6u})
+        for (int64_t it = 1; it <= 3; ++it)
+            for (int64_t slot = 0; slot < 5; ++slot) {
+                const Philox g = slot_generator(7, tag, it, slot);
+                EXPECT_EQ(g.seed(), 7u);
+                EXPECT_EQ(g.counter(), 0u);
+                EXPECT_EQ(g.stream(), tag << 56 | static_cast<uint64_t>(it) << 24 | static_cast<uint64_t>(slot));
+                streams.insert(g.stream());
+            }
+    EXPECT_EQ(streams.size(), 2u * 3u * 5u);
+    Philox a = slot_generator(7, 4, 2, 1), b = slot_generator(7, 4, 2, 1), other = slot_generator(7, 4, 2, 2);
+    const auto first = a.next_block();
+    EXPECT_EQ(first, b.next_block());
+    EXPECT_NE(first, other.next_block());
 }

@@ -64,7 +64,6 @@ TEST(PpoIteration, NumbersMatchAnIndependentComputation) {
     const FaultHooks none;
     PpoRun ppo(s, none, run.parent_path() / "rollouts");
     const PpoSettings& cfg = ppo.settings();
-    const Philox generation_before = ppo.generation_rng();
     const std::string actor0 = ppo.actor().learned_identity(), critic0 = ppo.critic().learned_identity();
     const std::string reference0 = ppo.reference().learned_identity(), judge0 = ppo.judge().learned_identity();
 
@@ -81,15 +80,18 @@ TEST(PpoIteration, NumbersMatchAnIndependentComputation) {
     Qwen2 actor_model(s.base, &actor.lora), reference_model(s.base, &reference.lora);
     Qwen2 critic_model(s.base, &critic.lora), judge_model(s.base, &judge.lora);
 
-    // 1. old_logp is the sampling forward's: the same stream regenerates the same tokens and log-probs.
+    // 1. old_logp is the sampling forward's, each slot drawing from its own keyed stream
+    // Philox(seed, 4 << 56 | iteration << 24 | slot): those streams regenerate the same tokens and log-probs.
     std::vector<std::vector<int32_t>> prompts;
     for (const Rollout& r : rollouts) prompts.push_back(r.row.prompt);
     GenerationOptions gen;
     gen.max_new_tokens = s.limits.max_response;
     gen.eos_id = s.eos_id;
     gen.pad_id = s.pad_id;
-    Philox rng = generation_before;
-    const std::vector<Generation> again = generate(actor_model, prompts, gen, rng);
+    std::vector<Philox> rngs;
+    for (size_t k = 0; k < rollouts.size(); ++k)
+        rngs.emplace_back(cfg.generation_seed, (uint64_t{4} << 56) | (uint64_t{1} << 24) | k);
+    const std::vector<Generation> again = generate(actor_model, prompts, gen, rngs);
     std::vector<ScoringRow> rows;
     for (size_t k = 0; k < rollouts.size(); ++k) {
         EXPECT_EQ(again[k].tokens, rollouts[k].row.response) << k;
