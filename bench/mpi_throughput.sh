@@ -6,17 +6,17 @@
 # hits both alike. Prints each stage's seconds per round and the median of
 # the per-round ratios t(W=1) / t(W=2); the states of both are checked
 # equal every round (the speed-up is of the same computation).
-#   bench/mpi_throughput.sh [ROUNDS (default 3)] [ppolab binary]
+#   bench/mpi_throughput.sh [ROUNDS (default 5)] [ppolab binary]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${1:-3}
+ROUNDS=${1:-5}
 BIN=$(realpath "${2:-build/bin/ppolab}")
 command -v mpirun > /dev/null || { echo "mpirun not found" >&2; exit 2; }
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export PPOLAB_QUIET=1 OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The tiny preset with a cap per stage (about half a minute each at W = 1).
-SETS=(--set parallel.chunks=2 --set max_updates=12 --set ppo.iterations=12 --set checkpoint.every_updates=1000
+SETS=(--set parallel.chunks=2 --set max_updates=24 --set ppo.iterations=16 --set checkpoint.every_updates=1000
       --set checkpoint.every_iterations=1000)
 "$BIN" prepare --run "$WORK/base" "${SETS[@]}" > /dev/null
 "$BIN" pretrain --run "$WORK/base" "${SETS[@]}" > /dev/null 2>&1
@@ -32,7 +32,7 @@ one_stage() {  # W STAGE RUN
          "$BIN" "$stage" --run "$run" --mode continuous "${SETS[@]}" > /dev/null; fi
   seconds "$run/$stage/continuous.json"
 }
-echo "data-parallel throughput: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, one thread per rank"
+echo "data-parallel throughput: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores, one thread per rank"
 "$BIN" version | grep '^data-parallel'
 declare -A RATIOS
 for r in $(seq "$ROUNDS"); do
