@@ -2,7 +2,7 @@
 # Data-parallel over MPI (SPEC §13) on a micro study, ranks on this machine:
 #  * `ppolab run --until ppo` at world size 2 (prepare, pretrain, the checks
 #    on rank 0; SFT, the judge and PPO in their three modes on both ranks),
-#    then DPO, RLOO and an evaluation, with parallel.chunks=2, write the same
+#    then DPO, RLOO, GRPO and an evaluation, with parallel.chunks=2, write the same
 #    state files, final adapters, snapshots, rollout files, generations and
 #    metrics, byte for byte, as each stage at world size 1; the reports say
 #    the world size, the states do not;
@@ -58,7 +58,7 @@ fresh() { mkdir -p "$1"; cp -r "$ONE/corpus" "$ONE/base" "$1/"; }
 ONE=$WORK/one
 "$BIN" prepare --run "$ONE" "${STUDY[@]}" > /dev/null
 "$BIN" pretrain --run "$ONE" "${STUDY[@]}" > /dev/null 2>&1
-for stage in sft reward ppo dpo rloo; do
+for stage in sft reward ppo dpo rloo grpo; do
   "$BIN" $stage --run "$ONE" --mode continuous "${STUDY[@]}" > /dev/null
 done
 REF=$WORK/ref  # SFT without the cap, for the resume and kill tests
@@ -77,8 +77,10 @@ done
 grep -q "^-- stopped before" "$WORK/log" || { cat "$WORK/log"; fail "run --until ppo did not stop after PPO"; }
 cmp -s "$ONE/base/model.safetensors" "$TWO/base/model.safetensors" || fail "the base differs"
 mpi 2 dpo --run "$TWO" "${STUDY[@]}" > /dev/null
-mpi 2 rloo --run "$TWO" --mode continuous "${STUDY[@]}" > "$WORK/log" 2>&1 ||
-  { cat "$WORK/log"; fail "rloo at W=2 failed"; }
+for stage in rloo grpo; do
+  mpi 2 $stage --run "$TWO" --mode continuous "${STUDY[@]}" > "$WORK/log" 2>&1 ||
+    { cat "$WORK/log"; fail "$stage at W=2 failed"; }
+done
 # Evaluation: rows and batches of rows shared across the ranks, gathered in
 # row order (the base on the validation prompts, scored by the judge; the
 # held-out evaluation and over-optimisation share the same code path and are
@@ -94,12 +96,12 @@ for f in validation-base-generations.json validation-metrics.json; do
   [ -e "$WORK/ev1/eval/$f" ] || fail "no eval/$f at W=1"
   cmp -s "$WORK/ev1/eval/$f" "$WORK/ev2/eval/$f" || fail "eval/$f differs between W=1 and W=2"
 done
-for stage in ppo rloo; do
+for stage in ppo rloo grpo; do
   diff -r "$ONE/$stage/rollouts/continuous" "$TWO/$stage/rollouts/continuous" > /dev/null ||
     fail "$stage: the rollout files differ between W=1 and W=2"
 done
 diff -r "$ONE/ppo/snapshots" "$TWO/ppo/snapshots" > /dev/null || fail "ppo: the snapshots differ between W=1 and W=2"
-for stage in sft reward ppo dpo rloo; do
+for stage in sft reward ppo dpo rloo grpo; do
   same_state "$ONE/$stage/continuous.state.gz" "$TWO/$stage/continuous.state.gz"
   diff -r "$ONE/$stage/final" "$TWO/$stage/final" > /dev/null || fail "$stage: final/ differs between W=1 and W=2"
   python3 - "$ONE/$stage/continuous.json" "$TWO/$stage/continuous.json" "$stage" <<'PY'
@@ -191,4 +193,4 @@ expect_error "$WORK/log" \
   mpi 2 findings --run "$ONE"
 expect_error "$WORK/log" "a judge from votes (--votes) is trained by one process" \
   mpi 2 run --resume "$TWO" --votes "$WORK/log" --candidates "$WORK/log"
-echo "mpi smoke: W=2 equals W=1 (sft, reward, dpo, ppo, rloo), resume across world sizes, kill -9, drift, refusals: ok"
+echo "mpi smoke: W=2 equals W=1 (sft, reward, ppo, dpo, rloo, grpo, evaluate), resume across world sizes, kill -9, drift, refusals: ok"
