@@ -6,6 +6,7 @@
 #    state files, final adapters, snapshots, rollout files, generations and
 #    metrics, byte for byte, as each stage at world size 1; the reports say
 #    the world size, the states do not;
+#  * with parallel.chunks=4, SFT and PPO at W = 4 equal W = 1;
 #  * an interrupt state written at W = 2 resumes at W = 1 to the same final
 #    state as the continuous W = 1 run, and one written at W = 1 resumes at
 #    W = 2 (SFT and PPO);
@@ -122,6 +123,21 @@ if stage == "ppo":
 PY
 done
 ls "$TWO"/sft/checkpoints 2>/dev/null | grep -q . && fail "a checkpoint was left behind"
+
+# ---- Any W dividing the chunks: chunks = 4 at W = 1 and 4 (SFT and PPO; W = 2 is above).
+FOUR=(--set parallel.chunks=4)
+for w in 1 4; do
+  fresh "$WORK/c4-$w"
+  cp -r "$ONE/reward" "$WORK/c4-$w/"
+  if [ $w = 1 ]; then run_w=("$BIN"); else run_w=(mpi $w); fi
+  "${run_w[@]}" sft --run "$WORK/c4-$w" "${STUDY[@]}" "${FOUR[@]}" > /dev/null
+  "${run_w[@]}" ppo --run "$WORK/c4-$w" --mode continuous "${STUDY[@]}" "${FOUR[@]}" > /dev/null
+done
+for stage in sft ppo; do
+  same_state "$WORK/c4-1/$stage/continuous.state.gz" "$WORK/c4-4/$stage/continuous.state.gz"
+done
+cmp -s "$ONE/sft/continuous.state.gz" "$WORK/c4-1/sft/continuous.state.gz" &&
+  fail "chunks 4 and chunks 2 gave the same SFT state (the chunk count must be in the identity)"
 
 # ---- Resume at another world size: W=2 → W=1 and W=1 → W=2.
 for order in "2 1" "1 2"; do
