@@ -1,12 +1,13 @@
 #include "kernels/dispatch.h"
 
-#include <cpuid.h>
 #include <dnnl.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "kernels/matmul_backend.h"
 #include "kernels/simd.h"
+#include "kernels/unit_rates.h"
 
 #ifndef PPOLAB_NATIVE_BUILD
 #define PPOLAB_NATIVE_BUILD 0
@@ -15,13 +16,6 @@
 namespace ppolab {
 
 namespace {
-
-// cpuid leaf 7, sub-leaf 0, EDX: AMX-BF16 is bit 22, AMX-TILE bit 24.
-bool cpu_has_amx_bf16() {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    return (d >> 22 & 1u) && (d >> 24 & 1u);
-}
 
 const char* level_name(simd::SimdLevel l) {
     switch (l) {
@@ -40,7 +34,7 @@ DispatchReport dispatch_report() {
     r.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     r.avx512 = simd::simd_cpu_level() == simd::SimdLevel::avx512;
     r.avx512_bf16 = matmul_has_avx512bf16();
-    r.amx_bf16 = cpu_has_amx_bf16();
+    r.amx_bf16 = unit_rates::cpu_has_amx_bf16();
     r.layer_kernels = level_name(simd::simd_level());
     const bool vdpbf16 = bf16_products_native() && matmul_has_avx512bf16();
     r.decode_products = simd::simd_cpu_level() != simd::SimdLevel::avx512 ? "portable"
@@ -51,24 +45,28 @@ DispatchReport dispatch_report() {
     std::snprintf(buf, sizeof buf, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
     r.onednn = buf;
     r.bf16_products = bf16_products_native() ? "native" : "fp32";
+    const char* forced = std::getenv("PPOLAB_BF16_PRODUCTS");
+    r.bf16_why = forced && *forced ? std::string("PPOLAB_BF16_PRODUCTS=") + forced : bf16_products_automatic().why;
     return r;
 }
 
 std::string dispatch_text(const DispatchReport& r) {
     auto yn = [](bool b) { return b ? "yes" : "no"; };
-    char buf[512];
+    char buf[768];
     std::snprintf(buf, sizeof buf,
                   "build            %s\n"
                   "cpu              avx2+fma %s, avx512 %s, avx512_bf16 %s, amx_bf16 %s\n"
                   "layer kernels    %s (rmsnorm, rope, swiglu, attention)\n"
                   "decode products  %s (BF16 products of at most 8 rows)\n"
                   "other products   %s (dispatches by itself; ONEDNN_VERBOSE=1 names its kernels)\n"
-                  "BF16 products    %s\n",
+                  "BF16 products    %s\n"
+                  "                 (%s)\n",
                   r.build.c_str(), yn(r.avx2_fma), yn(r.avx512), yn(r.avx512_bf16), yn(r.amx_bf16),
                   r.layer_kernels.c_str(), r.decode_products.c_str(), r.onednn.c_str(),
                   r.bf16_products != "native" ? "as FP32 products of the BF16-rounded values"
                   : r.avx512_bf16             ? "native (oneDNN's BF16 kernels)"
-                                              : "native (oneDNN's BF16 kernels, emulated: no AVX-512 BF16)");
+                                              : "native (oneDNN's BF16 kernels, emulated: no AVX-512 BF16)",
+                  r.bf16_why.c_str());
     return buf;
 }
 
@@ -80,7 +78,8 @@ json dispatch_json(const DispatchReport& r) {
         {"layer_kernels", r.layer_kernels},
         {"decode_products", r.decode_products},
         {"other_products", r.onednn},
-        {"bf16_products", r.bf16_products}};
+        {"bf16_products", r.bf16_products},
+        {"bf16_products_why", r.bf16_why}};
 }
 
 }  // namespace ppolab

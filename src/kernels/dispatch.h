@@ -23,6 +23,7 @@ struct DispatchReport {
     std::string decode_products;  // BF16 products of ≤ 8 rows: "small_m_avx512 (vdpbf16ps|FP32 FMA)" | "portable"
     std::string onednn;           // version of the library that computes the other products
     std::string bf16_products;    // how oneDNN computes BF16 products: "native" | "fp32" (matmul_backend.h)
+    std::string bf16_why;         // why: the automatic choice's reason, or the environment variable
 };
 
 DispatchReport dispatch_report();

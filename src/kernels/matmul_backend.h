@@ -18,6 +18,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kernels/matmul.h"
 
@@ -53,14 +54,33 @@ const char* matmul_path_name(int64_t M, int64_t N, int64_t K);
 //            the small-M FMA stream.
 // Forcing native on a CPU without AVX-512 BF16 runs oneDNN's emulation of
 // BF16 (slow, but the same contract) and the small-M FMA stream.
-// automatic (the default): native where the CPU has AVX-512 BF16 (every CPU
-// with AMX has it too), else f32 — oneDNN only emulates BF16 there, measured
-// 2.9–3.8× slower than its FP32 kernels (BENCHMARKS.md). Tests force either;
-// PPOLAB_BF16_PRODUCTS=native|fp32 in the environment does for a whole run
-// (anything else: an Error naming the variable, at the first product).
+// automatic (the default), decided once per process:
+//   * no AVX-512 BF16: f32 — oneDNN only emulates BF16 there, measured
+//     2.9–3.8× slower than its FP32 kernels (BENCHMARKS.md);
+//   * AMX-BF16 tiles granted by Linux: native (oneDNN's AMX kernels);
+//   * else native only where `vdpbf16ps` retires at least 3/4 of the FP32
+//     FMA's FLOP per second, measured (unit_rates.h, a few milliseconds on
+//     one thread). Most CPUs with AVX-512 BF16 do twice the FMA's rate, but
+//     an Emerald Rapids whose hypervisor hides AMX (cpuid family 6 model
+//     207) measured 0.4×, and oneDNN's BF16 products ran 1.6–2× slower than
+//     its FP32 ones there (BENCHMARKS.md, session 13). The two rates are
+//     4× apart either way and each is the best of 7 trials, so the choice
+//     does not flip between runs on one machine.
+// Tests force either; PPOLAB_BF16_PRODUCTS=native|fp32 in the environment
+// does for a whole run (anything else: an Error naming the variable, at the
+// first product). Either mode gives the same contract (BF16-rounded inputs,
+// FP32 sums), not the same bytes: the summation order differs.
 enum class Bf16Products { automatic, native, f32 };
 void matmul_set_bf16_products(Bf16Products mode);
 bool bf16_products_native();  // the mode in force, resolved
+// What the automatic mode chose on this CPU and why (`ppolab version`).
+struct Bf16Decision {
+    bool native = false;
+    std::string why;
+    double bf16_gflop_s = 0, fp32_gflop_s = 0;  // the probe's, where it ran
+};
+inline constexpr double kBf16NativeAtLeast = 0.75;
+const Bf16Decision& bf16_products_automatic();
 
 // X (M, K) FP32 → Xb (M, K) BF16, round to nearest even (vcvtne2ps2bf16 when
 // available). Exposed because the engine may want pre-rounded activations.

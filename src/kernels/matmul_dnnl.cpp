@@ -25,6 +25,7 @@
 #include <dnnl.hpp>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "kernels/matmul_backend.h"
+#include "kernels/unit_rates.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -296,10 +298,36 @@ Bf16Products environment_bf16_products() {
 
 }  // namespace
 
+const Bf16Decision& bf16_products_automatic() {
+    static const Bf16Decision d = [] {
+        Bf16Decision r;
+        std::string why;
+        if (!matmul_has_avx512bf16()) {
+            r.why = "no AVX-512 BF16: oneDNN would only emulate BF16";
+        } else if (unit_rates::request_amx_tiles(&why)) {
+            r.native = true;
+            r.why = "AMX-BF16 tiles";
+        } else {
+            const unit_rates::Bf16Probe p = unit_rates::probe_bf16_against_fp32();
+            r.bf16_gflop_s = p.bf16_gflop_s;
+            r.fp32_gflop_s = p.fp32_gflop_s;
+            r.native = p.bf16_gflop_s >= kBf16NativeAtLeast * p.fp32_gflop_s;
+            char buf[160];
+            std::snprintf(
+                buf, sizeof buf,
+                "measured on 1 thread: vdpbf16ps %.0f GFLOP/s = %.0f%% of FP32 FMA's %.0f; native needs %.0f%%",
+                p.bf16_gflop_s, 100 * p.bf16_gflop_s / p.fp32_gflop_s, p.fp32_gflop_s, kBf16NativeAtLeast * 100);
+            r.why = buf;
+        }
+        return r;
+    }();
+    return d;
+}
+
 bool bf16_products_native() {
     Bf16Products mode = forced_bf16_products.load(std::memory_order_relaxed);
     if (mode == Bf16Products::automatic) mode = environment_bf16_products();
-    return mode == Bf16Products::automatic ? matmul_has_avx512bf16() : mode == Bf16Products::native;
+    return mode == Bf16Products::automatic ? bf16_products_automatic().native : mode == Bf16Products::native;
 }
 
 PrepackedWeight::PrepackedWeight(WeightView W)

@@ -28,6 +28,7 @@
 #include "kernels/matmul_backend.h"
 #include "kernels/matmul_reference.h"
 #include "kernels/simd.h"
+#include "kernels/unit_rates.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -167,13 +168,51 @@ TEST(Matmul, ReportsCpuAndPaths) {
                  simd::simd_cpu_level() == simd::SimdLevel::avx512 ? "small_m_avx512" : "portable");
     EXPECT_STREQ(matmul_path_name(2, 8, 8), "portable");   // tiny: no thread, no library call
     EXPECT_STREQ(matmul_path_name(4, 896, 4864), "dnnl");  // 4 input rows of 9.7 KB: beyond L1
-    // BF16 products: native exactly where the CPU has a BF16 dot product.
-    EXPECT_EQ(bf16_products_native(), matmul_has_avx512bf16());
+    // BF16 products: the automatic choice (its own test below), or forced.
+    EXPECT_EQ(bf16_products_native(), bf16_products_automatic().native);
     matmul_set_bf16_products(Bf16Products::f32);
     EXPECT_FALSE(bf16_products_native());
     matmul_set_bf16_products(Bf16Products::native);
     EXPECT_TRUE(bf16_products_native());
     matmul_set_bf16_products(Bf16Products::automatic);
+}
+
+// Native BF16 products only with a BF16 dot product; with AMX tiles always;
+// otherwise exactly when the measured vdpbf16ps rate is at least 3/4 of the
+// FP32 FMA's, and the reason names the figures it read.
+TEST(Matmul, AutomaticBf16ChoiceFollowsItsMeasurement) {
+    const Bf16Decision& d = bf16_products_automatic();
+    std::printf("automatic BF16 products: %s (%s)\n", d.native ? "native" : "fp32", d.why.c_str());
+    EXPECT_EQ(&d, &bf16_products_automatic());  // decided once per process
+    if (!matmul_has_avx512bf16()) {
+        EXPECT_FALSE(d.native);
+        EXPECT_NE(d.why.find("no AVX-512 BF16"), std::string::npos) << d.why;
+    } else if (unit_rates::request_amx_tiles(nullptr)) {
+        EXPECT_TRUE(d.native);
+        EXPECT_EQ(d.why, "AMX-BF16 tiles");
+    } else {
+        ASSERT_GT(d.bf16_gflop_s, 0);
+        ASSERT_GT(d.fp32_gflop_s, 0);
+        EXPECT_EQ(d.native, d.bf16_gflop_s >= kBf16NativeAtLeast * d.fp32_gflop_s);
+        char figure[32];
+        std::snprintf(figure, sizeof figure, "vdpbf16ps %.0f GFLOP/s", d.bf16_gflop_s);
+        EXPECT_NE(d.why.find(figure), std::string::npos) << d.why;
+    }
+}
+
+// The probe's loops run and give finite positive rates (the figures of
+// bench_peak come from the same loops).
+TEST(Matmul, UnitRateLoopsRun) {
+    if (!unit_rates::cpu_has_avx512()) GTEST_SKIP() << "no AVX-512: the loops cannot run here";
+    unit_rates::fp32_fma_loop(1000);
+    alignas(64) static float buf[4096] = {};
+    unit_rates::stream_read(buf, 4096);
+    if (unit_rates::cpu_has_avx512_bf16()) {
+        const unit_rates::Bf16Probe p = unit_rates::probe_bf16_against_fp32();
+        EXPECT_GT(p.bf16_gflop_s, 1.0);
+        EXPECT_GT(p.fp32_gflop_s, 1.0);
+        EXPECT_LT(p.bf16_gflop_s, 1e5);
+    }
 }
 
 TEST(Matmul, ConvertToBf16MatchesScalarRounding) {

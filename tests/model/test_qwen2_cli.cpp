@@ -133,6 +133,7 @@ TEST(Qwen2Cli, Bf16ProductsFromTheEnvironment) {
     EXPECT_NE(fp32.out.find("BF16 products    as FP32 products of the BF16-rounded values"), std::string::npos)
         << fp32.out;
     EXPECT_NE(fp32.out.find("small_m_avx512 (FP32 FMA)"), std::string::npos) << fp32.out;
+    EXPECT_NE(fp32.out.find("(PPOLAB_BF16_PRODUCTS=fp32)"), std::string::npos) << fp32.out;
     Output native = run_shell(std::string("PPOLAB_BF16_PRODUCTS=native ") + bin + " version");
     EXPECT_EQ(native.rc, 0) << native.out;
     EXPECT_NE(native.out.find("BF16 products    native (oneDNN's BF16 kernels"), std::string::npos) << native.out;

@@ -1,0 +1,44 @@
+// unit_rates.h — how fast this CPU's arithmetic units retire work, measured:
+// the loops behind bench_peak (the machine's limits, printed beside every
+// benchmark) and behind the automatic choice of how BF16 products run
+// (matmul_backend.h: a CPU whose `vdpbf16ps` is slower than its FP32 FMA
+// computes BF16 products faster as FP32 products of the same values).
+//
+// Each compute loop is assembly, so its instruction stream does not depend
+// on the compiler's flags: 12 independent vector accumulators (4 tile
+// accumulators for AMX), more than latency × issue width, so a loop is bound
+// by how many of those instructions a core retires per second.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace ppolab::unit_rates {
+
+bool cpu_has_avx512();       // F
+bool cpu_has_avx512_bf16();  // F + BF16
+bool cpu_has_amx_bf16();     // cpuid leaf 7 EDX: AMX-BF16 (bit 22) and AMX-TILE (bit 24)
+// Linux hands a process the 8 KiB tile state only after
+// arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); without it the first
+// tile instruction faults. True when granted (also on later calls); else
+// false with the reason in *why.
+bool request_amx_tiles(std::string* why);
+
+// FLOP per iteration of each loop.
+inline constexpr double kBf16DotFlop = 12 * 16 * 2 * 2;         // 12 × vdpbf16ps zmm
+inline constexpr double kFp32FmaFlop = 12 * 16 * 2;             // 12 × vfmadd231ps zmm
+inline constexpr double kAmxTileFlop = 4 * 16 * 16 * 32 * 2.0;  // 4 × tdpbf16ps, 16 × 16 × 32
+
+void bf16_dot_loop(long iterations);  // needs AVX-512 BF16
+void fp32_fma_loop(long iterations);  // needs AVX-512 F
+void amx_tile_loop(long iterations);  // needs request_amx_tiles() granted
+// Reads n floats (a multiple of 64, 64-byte aligned) once, 4 accumulators.
+void stream_read(const float* p, size_t n);
+
+// One thread, a few milliseconds: the best of 7 interleaved trials of each
+// loop (a descheduled moment only lowers a trial). Needs AVX-512 BF16.
+struct Bf16Probe {
+    double bf16_gflop_s = 0, fp32_gflop_s = 0;
+};
+Bf16Probe probe_bf16_against_fp32();
+
+}  // namespace ppolab::unit_rates
