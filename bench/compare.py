@@ -2,6 +2,7 @@
 
   compare.py matmul bench_matmul.json torch_matmul.jsonl
   compare.py model  bench_model.jsonl torch_model.jsonl [bench_peak.jsonl]
+  compare.py rounds all.jsonl   (run_benchmarks.sh model: interleaved rounds)
 
 Ratio = PyTorch time / ppolab time (> 1: ppolab faster), from wall time and
 from CPU time. With one thread (run_benchmarks.sh --threads 1) the CPU-time
@@ -110,7 +111,93 @@ def against_peak(ours, peak_path):
               f"{TARGETS[kind]:>8}{need:>9.1f} {unit:<8}{need / peak:>5.0%} of peak")
 
 
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+BF16_UNITS = ("bf16 amx tdpbf16ps", "bf16 vdpbf16ps", "fp32 fma")  # each can compute a BF16 product exactly
+PEERS = ("debian", "pypi", "llama")
+
+
+def rounds(path):
+    """Medians over rounds of tok/s and of per-round ratios; limits from the same round's bench_peak."""
+    rows = load_jsonl(path)
+    threads = max((r.get("threads", 1) for r in rows if r["side"] == "ppolab"), default=1)
+    peak = {}  # round -> {"bf16": (GFLOP/s, unit), "read": GB/s}
+    for r in rows:
+        if r["side"] != "peak" or r.get("threads") != threads:
+            continue
+        p = peak.setdefault(r["round"], {"bf16": (0.0, ""), "read": 0.0, "units": {}})
+        if r["name"] in BF16_UNITS:
+            p["units"][r["name"]] = r["gflop_s"]
+            if r["gflop_s"] > p["bf16"][0]:
+                p["bf16"] = (r["gflop_s"], r["name"])
+        elif r["name"] == "stream read":
+            p["read"] = r["gb_s"]
+    tok = {}  # (workload, side) -> {round: tok/s}
+    for r in rows:
+        if r["side"] == "peak":
+            continue
+        tok.setdefault((r["name"].replace(" (frozen base)", ""), r["side"]), {})[r["round"]] = r["tok_s"]
+    n_rounds = len({r["round"] for r in rows})
+    print(f"{n_rounds} interleaved rounds, {threads} thread(s); medians over rounds, [min-max] of per-round ratios")
+    units = sorted({u for p in peak.values() for u in p["units"]})
+    for u in units:
+        vals = [p["units"][u] for p in peak.values() if u in p["units"]]
+        print(f"  {u:<20} {median(vals):7.1f} GFLOP/s  [{min(vals):.1f}-{max(vals):.1f}]")
+    reads = [p["read"] for p in peak.values() if p["read"]]
+    if reads:
+        print(f"  {'stream read':<20} {median(reads):7.1f} GB/s     [{min(reads):.1f}-{max(reads):.1f}]")
+    fastest = sorted({p["bf16"][1] for p in peak.values()})
+    print(f"  fastest BF16-capable unit per round: {', '.join(fastest)}")
+    print()
+    workloads = [w for w in ("forward 1x128 full logits", "decode 64 after 64", "lora fwd+bwd CE 4x128")
+                 if (w, "ppolab") in tok]
+
+    def fmt(v):
+        return f"{median(v):.2f} [{min(v):.2f}-{max(v):.2f}]" if v else "-"
+
+    head = f"| workload | ppolab tok/s | {' | '.join(p + ' tok/s' for p in PEERS)} | " \
+           f"{' | '.join('ppolab / ' + p for p in PEERS)} | ppolab / better torch | of same-round limit |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for w in workloads:
+        ours = tok[(w, "ppolab")]
+        cells = [f"{median(list(ours.values())):.1f}"]
+        for p in PEERS:
+            t = tok.get((w, p), {})
+            cells.append(f"{median(list(t.values())):.1f}" if t else "-")
+        for p in PEERS:
+            t = tok.get((w, p), {})
+            cells.append(fmt([ours[k] / t[k] for k in ours if k in t]))
+        better = []
+        for k in ours:
+            torch_vals = [tok[(w, p)][k] for p in ("debian", "pypi") if k in tok.get((w, p), {})]
+            if torch_vals:
+                better.append(ours[k] / max(torch_vals))
+        cells.append(fmt(better))
+        frac = []
+        for k, v in ours.items():
+            if k not in peak:
+                continue
+            if w.startswith("decode"):
+                limit = peak[k]["read"] / GB_PER_TOKEN
+            else:
+                limit = peak[k]["bf16"][0] / (GFLOP_PER_TOKEN * (2 if w.startswith("lora") else 1))
+            if limit:
+                frac.append(v / limit)
+        cells.append(f"{median(frac):.0%} [{min(frac):.0%}-{max(frac):.0%}]" if frac else "-")
+        print(f"| {w} | " + " | ".join(cells) + " |")
+    print("\nlimits: forward 0.988 GFLOP/token, LoRA fwd+bwd >= 2 x 0.988, decode 0.988 GB of BF16 weights a token;"
+          " each divided into the same round's fastest BF16-capable unit (forward, LoRA) or read bandwidth (decode)")
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "rounds":
+        rounds(sys.argv[2])
+        sys.exit(0)
     if sys.argv[1] == "model":
         model(sys.argv[2], sys.argv[3])
         if len(sys.argv) > 4:

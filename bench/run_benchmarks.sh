@@ -1,8 +1,27 @@
 #!/usr/bin/env bash
-# run_benchmarks.sh — ppolab and PyTorch eager BF16 side by side in one run,
-# 2 threads each, ratios printed (BENCHMARKS.md records the results).
+# run_benchmarks.sh — ppolab and its peers side by side, in interleaved
+# rounds on the same machine in the same minutes, ratios printed
+# (BENCHMARKS.md records the results).
 #
-#   bench/run_benchmarks.sh [--build DIR] [--min-time S] [--reps N] [--threads T] [--freeze] [matmul] [model]
+#   bench/run_benchmarks.sh [--build DIR] [--rounds N] [--min-time S] [--reps N] [--threads T]
+#                           [--freeze] [--install-peers] [matmul] [model]
+#
+# model: every round runs bench_peak (the machine's limits per unit, now),
+# bench_model (ppolab), then each peer present, on the SPEC §11 workloads
+# (forward 1x128 with full logits, KV-cached decode 64 after 64, LoRA
+# fwd+bwd 4x128; llama.cpp: forward and decode). compare.py prints, per
+# workload, the medians over rounds of each side's tok/s and of the
+# per-round ratios (with their range), the ratio to the better PyTorch, and
+# the fraction of the same round's limit (the fastest BF16-capable unit
+# present for forward and LoRA, the read bandwidth for decode). The VM's
+# speed moves ~2x within minutes: only ratios inside one round are compared.
+# Peers (each where present; --install-peers installs the PyPI ones):
+#   debian — Debian's python3-torch (1.13) at its best setting (below);
+#   pypi   — the newest PyPI torch, in DIR/pypi-torch (a venv);
+#   llama  — llama.cpp through PyPI llama-cpp-python (built from source here),
+#            in DIR/llama-venv, on a BF16 GGUF of the same shape made by
+#            llama.cpp's convert_hf_to_gguf.py from `ppolab init-random`'s folder.
+# --rounds N (default 5) rounds; matmul: one pass (ppolab vs Debian torch).
 #
 # Both sides run with GOMP_SPINCOUNT=10000 and OMP_WAIT_POLICY unset (what
 # the ppolab CLI sets for itself: a short spin at barriers, then sleep; see
@@ -13,23 +32,22 @@
 # the reference setting; they need a quiet machine). --freeze runs
 # bench_model with the base matrices frozen (prepacked: freeze_base_matrices).
 #
-# DIR holds bin/bench_matmul and bin/bench_model (default: build). PyTorch
-# runs at its best setting here (SPEC §11): OPENBLAS_CORETYPE and
-# OPENBLAS_L2_SIZE unset, MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736,
-# and the OpenMP build of OpenBLAS (Debian libopenblas0-openmp, fetched with
-# `apt-get download` + `dpkg -x` into DIR/openblas-omp, first on
-# LD_LIBRARY_PATH for the PyTorch process only) when it can be obtained.
-# The machine has 2 cores: the script prints the load average before and
-# after; numbers taken while other jobs run are not worth keeping. It also
-# runs DIR/bin/bench_peak (the machine's BF16 peak and read bandwidth, 1 and
-# T threads) before and after, and prints each model workload against the
-# limits those imply, since a virtual machine of this kind is not always as
-# fast as SPEC §11's anchors.
+# DIR holds bin/bench_matmul, bin/bench_model, bin/bench_peak, bin/ppolab
+# (default: build). Debian's PyTorch runs at its best setting here (SPEC
+# §11): OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, MALLOC_MMAP_MAX_=0
+# MALLOC_TRIM_THRESHOLD_=68719476736, and the OpenMP build of OpenBLAS
+# (Debian libopenblas0-openmp, fetched with `apt-get download` + `dpkg -x`
+# into DIR/openblas-omp, first on LD_LIBRARY_PATH for that process only)
+# when it can be obtained. The machine has 2 cores: the script prints the
+# load average before and after; numbers taken while other jobs run are not
+# worth keeping.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build
 MIN_TIME=0.5
-MODEL_REPS=3
+MODEL_REPS=2
+ROUNDS=5
+INSTALL=0
 THREADS=2
 FREEZE=()
 PARTS=()
@@ -38,10 +56,12 @@ while [[ $# -gt 0 ]]; do
     --build) BUILD=$(cd "$2" && pwd); shift 2 ;;
     --min-time) MIN_TIME=$2; shift 2 ;;
     --reps) MODEL_REPS=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --install-peers) INSTALL=1; shift ;;
     --threads) THREADS=$2; shift 2 ;;
     --freeze) FREEZE=(--freeze); shift ;;
     matmul|model) PARTS+=("$1"); shift ;;
-    *) echo "run_benchmarks.sh: unknown argument '$1' (expected --build DIR, --min-time S, --reps N, --threads T, --freeze, matmul, model)" >&2
+    *) echo "run_benchmarks.sh: unknown argument '$1' (expected --build DIR, --rounds N, --min-time S, --reps N, --threads T, --freeze, --install-peers, matmul, model)" >&2
        exit 2 ;;
   esac
 done
@@ -71,15 +91,55 @@ else
 fi
 
 echo "== $(date -u +%FT%TZ) $(uname -n); $THREADS thread(s), $OMP_NOTE; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== ppolab $(git -C "$ROOT" rev-parse --short HEAD); PyTorch $("$TORCH_PY" -c 'import torch; print(torch.__version__)') ($BLAS_NOTE)"
+echo "== ppolab $(git -C "$ROOT" rev-parse --short HEAD); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') (cpuid family $(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), flags: $(grep -o -w 'avx512_bf16\|amx_bf16\|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 
-PEAK=$OUT/peak.jsonl
-: >"$PEAK"
-measure_peak() {
-  [[ -x $BUILD/bin/bench_peak ]] || { echo "== peak: $BUILD/bin/bench_peak not built"; return 0; }
-  OMP_NUM_THREADS=$THREADS "$BUILD/bin/bench_peak" | tee -a "$PEAK" | sed "s/^/== peak ($1): /"
-}
-measure_peak before
+# The PyPI peers, installed on request (tests and CI never need them).
+PYPI_PY=$BUILD/pypi-torch/bin/python
+LLAMA_PY=$BUILD/llama-venv/bin/python
+GGUF=$BUILD/bench-model/qwen2.5-0.5b-random-bf16.gguf
+if [[ $INSTALL == 1 ]]; then
+  if ! "$PYPI_PY" -c 'import torch' 2>/dev/null; then
+    echo "== installing the newest PyPI torch into $BUILD/pypi-torch (several GB with its CUDA libraries)"
+    python3 -m venv "$BUILD/pypi-torch" && "$BUILD/pypi-torch/bin/pip" install -q --disable-pip-version-check torch numpy
+  fi
+  if ! "$LLAMA_PY" -c 'import llama_cpp' 2>/dev/null; then
+    echo "== building llama-cpp-python from source into $BUILD/llama-venv (about 10 minutes on 2 cores)"
+    python3 -m venv "$BUILD/llama-venv" &&
+      CMAKE_BUILD_PARALLEL_LEVEL=$(nproc --all) "$BUILD/llama-venv/bin/pip" install -q --disable-pip-version-check \
+        --no-binary llama-cpp-python llama-cpp-python
+  fi
+  if [[ ! -f $GGUF ]]; then
+    # llama.cpp's converter from the same release's source, run by the tests' venv (torch, transformers).
+    SRC=$BUILD/llama-src
+    if ! compgen -G "$SRC/*/vendor/llama.cpp/convert_hf_to_gguf.py" >/dev/null; then
+      V=$("$LLAMA_PY" -c 'import llama_cpp; print(llama_cpp.__version__)')
+      mkdir -p "$SRC" && "$LLAMA_PY" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+        -d "$SRC" "llama-cpp-python==$V" && tar xzf "$SRC"/llama_cpp_python-*.tar.gz -C "$SRC"
+    fi
+    LL=$(ls -d "$SRC"/*/vendor/llama.cpp | head -1)
+    mkdir -p "$BUILD/bench-model"
+    [[ -f $BUILD/bench-model/qwen-random/config.json ]] ||
+      "$BUILD/bin/ppolab" init-random --preset qwen2.5-0.5b --out "$BUILD/bench-model/qwen-random" \
+        --tokenizer "$ROOT/models/qwen2.5-0.5b-instruct" >/dev/null
+    CONVERT_PY=$("$ROOT/scripts/test-venv.sh")
+    PYTHONPATH=$LL/gguf-py "$CONVERT_PY" "$LL/convert_hf_to_gguf.py" "$BUILD/bench-model/qwen-random" \
+      --outtype bf16 --outfile "$GGUF.tmp" >/dev/null && mv "$GGUF.tmp" "$GGUF"
+  fi
+fi
+PEERS=(debian)
+PEER_NOTE="debian: PyTorch $("$TORCH_PY" -c 'import torch; print(torch.__version__)') ($BLAS_NOTE)"
+if "$PYPI_PY" -c 'import torch' 2>/dev/null; then
+  PEERS+=(pypi); PEER_NOTE+="; pypi: PyTorch $("$PYPI_PY" -c 'import torch; print(torch.__version__)')"
+else
+  PEER_NOTE+="; pypi: not installed (--install-peers)"
+fi
+if "$LLAMA_PY" -c 'import llama_cpp' 2>/dev/null && [[ -f $GGUF ]]; then
+  PEERS+=(llama); PEER_NOTE+="; llama: llama-cpp-python $("$LLAMA_PY" -c 'import llama_cpp; print(llama_cpp.__version__)') on $(basename "$GGUF")"
+else
+  PEER_NOTE+="; llama: not installed (--install-peers)"
+fi
+echo "== peers: $PEER_NOTE"
+echo "== ppolab: $("$BUILD/bin/ppolab" version | grep -A1 'BF16 products' | tr -s ' ' | tr '\n' ' ')"
 
 for part in "${PARTS[@]}"; do
   if [[ $part == matmul ]]; then
@@ -93,15 +153,35 @@ for part in "${PARTS[@]}"; do
       echo "== model: $BUILD/bin/bench_model not built (needs the Qwen2 model library)"
       continue
     fi
-    : >"$OUT/model_torch.jsonl"
-    # bench_model forks one child per workload after making the weights once.
-    OMP_NUM_THREADS=$THREADS "$BUILD/bin/bench_model" --reps "$MODEL_REPS" "${FREEZE[@]}" >"$OUT/model_ppolab.jsonl"
-    for w in forward decode lora1 lora4; do
-      "${TORCH_ENV[@]}" "$TORCH_PY" "$ROOT/bench/torch_model.py" --workload $w --reps "$MODEL_REPS" \
-        --threads "$THREADS" >>"$OUT/model_torch.jsonl"
+    R=$OUT/rounds
+    rm -rf "$R" && mkdir -p "$R"
+    tag() { sed "s/^{/{\"round\": $1, \"side\": \"$2\", /" >>"$R/all.jsonl"; }
+    for ((r = 1; r <= ROUNDS; r++)); do
+      echo "== round $r/$ROUNDS $(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg)"
+      OMP_NUM_THREADS=$THREADS "$BUILD/bin/bench_peak" --seconds 0.3 --trials 2 | tag "$r" peak
+      # bench_model forks one child per workload after making the weights once.
+      for w in forward decode lora4; do
+        OMP_NUM_THREADS=$THREADS "$BUILD/bin/bench_model" --workload $w --reps "$MODEL_REPS" "${FREEZE[@]}" |
+          tag "$r" ppolab
+      done
+      for peer in "${PEERS[@]}"; do
+        case $peer in
+          debian) for w in forward decode lora4; do
+              "${TORCH_ENV[@]}" "$TORCH_PY" "$ROOT/bench/torch_model.py" --workload $w --reps "$MODEL_REPS" \
+                --threads "$THREADS" | tag "$r" debian
+            done ;;
+          pypi) for w in forward decode lora4; do
+              env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS="$THREADS" "$PYPI_PY" \
+                "$ROOT/bench/torch_model.py" --workload $w --reps "$MODEL_REPS" --threads "$THREADS" | tag "$r" pypi
+            done ;;
+          llama) for w in forward decode; do
+              OMP_NUM_THREADS=$THREADS "$LLAMA_PY" "$ROOT/bench/llama_model.py" --gguf "$GGUF" --workload $w \
+                --reps "$MODEL_REPS" --threads "$THREADS" | tag "$r" llama
+            done ;;
+        esac
+      done
     done
-    measure_peak after
-    "$TORCH_PY" "$ROOT/bench/compare.py" model "$OUT/model_ppolab.jsonl" "$OUT/model_torch.jsonl" "$PEAK"
+    python3 "$ROOT/bench/compare.py" rounds "$R/all.jsonl"
   fi
 done
 echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg); raw results in $OUT"

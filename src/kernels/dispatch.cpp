@@ -46,7 +46,9 @@ DispatchReport dispatch_report() {
     r.onednn = buf;
     r.bf16_products = bf16_products_native() ? "native" : "fp32";
     const char* forced = std::getenv("PPOLAB_BF16_PRODUCTS");
-    r.bf16_why = forced && *forced ? std::string("PPOLAB_BF16_PRODUCTS=") + forced : bf16_products_automatic().why;
+    const bool by_env = forced && *forced;
+    r.bf16_why = by_env ? std::string("PPOLAB_BF16_PRODUCTS=") + forced : bf16_products_automatic().why;
+    r.bf16_basis = by_env ? r.bf16_why : bf16_products_automatic().basis;
     return r;
 }
 
@@ -79,7 +81,7 @@ json dispatch_json(const DispatchReport& r) {
         {"decode_products", r.decode_products},
         {"other_products", r.onednn},
         {"bf16_products", r.bf16_products},
-        {"bf16_products_why", r.bf16_why}};
+        {"bf16_products_why", r.bf16_basis}};
 }
 
 }  // namespace ppolab

@@ -23,7 +23,8 @@ struct DispatchReport {
     std::string decode_products;  // BF16 products of ≤ 8 rows: "small_m_avx512 (vdpbf16ps|FP32 FMA)" | "portable"
     std::string onednn;           // version of the library that computes the other products
     std::string bf16_products;    // how oneDNN computes BF16 products: "native" | "fp32" (matmul_backend.h)
-    std::string bf16_why;         // why: the automatic choice's reason, or the environment variable
+    std::string bf16_why;         // why: the automatic choice's reason with its figures, or the variable
+    std::string bf16_basis;       // the same without measured figures (stable: dispatch_json)
 };
 
 DispatchReport dispatch_report();

@@ -76,7 +76,8 @@ bool bf16_products_native();  // the mode in force, resolved
 // What the automatic mode chose on this CPU and why (`ppolab version`).
 struct Bf16Decision {
     bool native = false;
-    std::string why;
+    std::string why;                            // with the measured figures (`ppolab version`)
+    std::string basis;                          // the same without figures, stable between runs (results.json)
     double bf16_gflop_s = 0, fp32_gflop_s = 0;  // the probe's, where it ran
 };
 inline constexpr double kBf16NativeAtLeast = 0.75;

@@ -303,10 +303,10 @@ const Bf16Decision& bf16_products_automatic() {
         Bf16Decision r;
         std::string why;
         if (!matmul_has_avx512bf16()) {
-            r.why = "no AVX-512 BF16: oneDNN would only emulate BF16";
+            r.why = r.basis = "no AVX-512 BF16: oneDNN would only emulate BF16";
         } else if (unit_rates::request_amx_tiles(&why)) {
             r.native = true;
-            r.why = "AMX-BF16 tiles";
+            r.why = r.basis = "AMX-BF16 tiles";
         } else {
             const unit_rates::Bf16Probe p = unit_rates::probe_bf16_against_fp32();
             r.bf16_gflop_s = p.bf16_gflop_s;
@@ -317,7 +317,9 @@ const Bf16Decision& bf16_products_automatic() {
                 buf, sizeof buf,
                 "measured on 1 thread: vdpbf16ps %.0f GFLOP/s = %.0f%% of FP32 FMA's %.0f; native needs %.0f%%",
                 p.bf16_gflop_s, 100 * p.bf16_gflop_s / p.fp32_gflop_s, p.fp32_gflop_s, kBf16NativeAtLeast * 100);
-            r.why = buf;
+            r.why = unit_rates::cpu_has_amx_bf16() ? "AMX tiles not granted (" + why + "); " + buf : buf;
+            r.basis = r.native ? "vdpbf16ps measured at least 75% of FP32 FMA's rate"
+                               : "vdpbf16ps measured below 75% of FP32 FMA's rate";
         }
         return r;
     }();
