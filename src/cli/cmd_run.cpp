@@ -615,7 +615,8 @@ Presets (--preset):
            itself; 5 replicates (about 15 minutes on 2 cores, see the README;
            --replicates 1 takes about 5)
   seed     SPEC's exact numbers on Qwen2.5-0.5B-Instruct (--model DIR with its
-           weights); one replicate, about an hour on 2 cores (BENCHMARKS.md)
+           weights); one replicate, hours on 2 cores (each stage once took
+           130-140 minutes on one 2-core machine: BENCHMARKS.md, session 13)
   generic  the seed's settings for any Qwen2-family folder (--model DIR)
 
 Options:
