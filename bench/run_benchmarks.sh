@@ -102,6 +102,9 @@ if [[ $INSTALL == 1 ]]; then
     echo "== installing the newest PyPI torch into $BUILD/pypi-torch (several GB with its CUDA libraries)"
     python3 -m venv "$BUILD/pypi-torch" && "$BUILD/pypi-torch/bin/pip" install -q --disable-pip-version-check torch numpy
   fi
+  # llama.cpp's converter needs a new torch (float8 types), transformers and sentencepiece: that venv has the first.
+  "$PYPI_PY" -c 'import transformers, sentencepiece' 2>/dev/null ||
+    "$BUILD/pypi-torch/bin/pip" install -q --disable-pip-version-check transformers sentencepiece
   if ! "$LLAMA_PY" -c 'import llama_cpp' 2>/dev/null; then
     echo "== building llama-cpp-python from source into $BUILD/llama-venv (about 10 minutes on 2 cores)"
     python3 -m venv "$BUILD/llama-venv" &&
@@ -109,7 +112,7 @@ if [[ $INSTALL == 1 ]]; then
         --no-binary llama-cpp-python llama-cpp-python
   fi
   if [[ ! -f $GGUF ]]; then
-    # llama.cpp's converter from the same release's source, run by the tests' venv (torch, transformers).
+    # llama.cpp's converter from the same release's source, run by the PyPI torch venv.
     SRC=$BUILD/llama-src
     if ! compgen -G "$SRC/*/vendor/llama.cpp/convert_hf_to_gguf.py" >/dev/null; then
       V=$("$LLAMA_PY" -c 'import llama_cpp; print(llama_cpp.__version__)')
@@ -121,8 +124,7 @@ if [[ $INSTALL == 1 ]]; then
     [[ -f $BUILD/bench-model/qwen-random/config.json ]] ||
       "$BUILD/bin/ppolab" init-random --preset qwen2.5-0.5b --out "$BUILD/bench-model/qwen-random" \
         --tokenizer "$ROOT/models/qwen2.5-0.5b-instruct" >/dev/null
-    CONVERT_PY=$("$ROOT/scripts/test-venv.sh")
-    PYTHONPATH=$LL/gguf-py "$CONVERT_PY" "$LL/convert_hf_to_gguf.py" "$BUILD/bench-model/qwen-random" \
+    PYTHONPATH=$LL/gguf-py "$PYPI_PY" "$LL/convert_hf_to_gguf.py" "$BUILD/bench-model/qwen-random" \
       --outtype bf16 --outfile "$GGUF.tmp" >/dev/null && mv "$GGUF.tmp" "$GGUF"
   fi
 fi
@@ -139,7 +141,7 @@ else
   PEER_NOTE+="; llama: not installed (--install-peers)"
 fi
 echo "== peers: $PEER_NOTE"
-echo "== ppolab: $("$BUILD/bin/ppolab" version | grep -A1 'BF16 products' | tr -s ' ' | tr '\n' ' ')"
+echo "== ppolab: $("$BUILD/bin/ppolab" version | grep -A1 '^BF16 products' | tr -s ' ' | tr '\n' ' ')"
 
 for part in "${PARTS[@]}"; do
   if [[ $part == matmul ]]; then
