@@ -47,52 +47,51 @@ bool request_amx_tiles(std::string* why) {
     return granted;
 }
 
+// The two vector loops' shared prologue (zmm0–13 zeroed: 12 accumulators
+// and the two operands) and clobber list.
+#define PPOLAB_ZERO_ZMM0_13                                                            \
+    "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"                                                \
+    "vmovaps %%zmm0, %%zmm1\n\t vmovaps %%zmm0, %%zmm2\n\t vmovaps %%zmm0, %%zmm3\n\t" \
+    "vmovaps %%zmm0, %%zmm4\n\t vmovaps %%zmm0, %%zmm5\n\t vmovaps %%zmm0, %%zmm6\n\t" \
+    "vmovaps %%zmm0, %%zmm7\n\t vmovaps %%zmm0, %%zmm8\n\t vmovaps %%zmm0, %%zmm9\n\t" \
+    "vmovaps %%zmm0, %%zmm10\n\t vmovaps %%zmm0, %%zmm11\n\t"                          \
+    "vmovaps %%zmm0, %%zmm12\n\t vmovaps %%zmm0, %%zmm13\n\t"
+#define PPOLAB_CLOBBER_ZMM0_13                                                                                 \
+    "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", \
+        "xmm13", "cc"
+
 __attribute__((target("avx512f,avx512bf16"))) void bf16_dot_loop(long iterations) {
     if (iterations <= 0) return;
-    __asm__ volatile(
-        "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
-        "vmovaps %%zmm0, %%zmm1\n\t vmovaps %%zmm0, %%zmm2\n\t vmovaps %%zmm0, %%zmm3\n\t"
-        "vmovaps %%zmm0, %%zmm4\n\t vmovaps %%zmm0, %%zmm5\n\t vmovaps %%zmm0, %%zmm6\n\t"
-        "vmovaps %%zmm0, %%zmm7\n\t vmovaps %%zmm0, %%zmm8\n\t vmovaps %%zmm0, %%zmm9\n\t"
-        "vmovaps %%zmm0, %%zmm10\n\t vmovaps %%zmm0, %%zmm11\n\t"
-        "vmovaps %%zmm0, %%zmm12\n\t vmovaps %%zmm0, %%zmm13\n\t"
-        "1:\n\t"
-        "vdpbf16ps %%zmm13, %%zmm12, %%zmm0\n\t vdpbf16ps %%zmm13, %%zmm12, %%zmm1\n\t"
-        "vdpbf16ps %%zmm13, %%zmm12, %%zmm2\n\t vdpbf16ps %%zmm13, %%zmm12, %%zmm3\n\t"
-        "vdpbf16ps %%zmm13, %%zmm12, %%zmm4\n\t vdpbf16ps %%zmm13, %%zmm12, %%zmm5\n\t"
-        "vdpbf16ps %%zmm13, %%zmm12, %%zmm6\n\t vdpbf16ps %%zmm13, %%zmm12, %%zmm7\n\t"
-        "vdpbf16ps %%zmm13, %%zmm12, %%zmm8\n\t vdpbf16ps %%zmm13, %%zmm12, %%zmm9\n\t"
-        "vdpbf16ps %%zmm13, %%zmm12, %%zmm10\n\t vdpbf16ps %%zmm13, %%zmm12, %%zmm11\n\t"
-        "dec %0\n\t jnz 1b\n\t"
-        "vzeroupper"
-        : "+r"(iterations)
-        :
-        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-          "xmm13", "cc");
+    __asm__ volatile(PPOLAB_ZERO_ZMM0_13
+                     "1:\n\t"
+                     "vdpbf16ps %%zmm13, %%zmm12, %%zmm0\n\t vdpbf16ps %%zmm13, %%zmm12, %%zmm1\n\t"
+                     "vdpbf16ps %%zmm13, %%zmm12, %%zmm2\n\t vdpbf16ps %%zmm13, %%zmm12, %%zmm3\n\t"
+                     "vdpbf16ps %%zmm13, %%zmm12, %%zmm4\n\t vdpbf16ps %%zmm13, %%zmm12, %%zmm5\n\t"
+                     "vdpbf16ps %%zmm13, %%zmm12, %%zmm6\n\t vdpbf16ps %%zmm13, %%zmm12, %%zmm7\n\t"
+                     "vdpbf16ps %%zmm13, %%zmm12, %%zmm8\n\t vdpbf16ps %%zmm13, %%zmm12, %%zmm9\n\t"
+                     "vdpbf16ps %%zmm13, %%zmm12, %%zmm10\n\t vdpbf16ps %%zmm13, %%zmm12, %%zmm11\n\t"
+                     "dec %0\n\t jnz 1b\n\t"
+                     "vzeroupper"
+                     : "+r"(iterations)
+                     :
+                     : PPOLAB_CLOBBER_ZMM0_13);
 }
 
 __attribute__((target("avx512f"))) void fp32_fma_loop(long iterations) {
     if (iterations <= 0) return;
-    __asm__ volatile(
-        "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
-        "vmovaps %%zmm0, %%zmm1\n\t vmovaps %%zmm0, %%zmm2\n\t vmovaps %%zmm0, %%zmm3\n\t"
-        "vmovaps %%zmm0, %%zmm4\n\t vmovaps %%zmm0, %%zmm5\n\t vmovaps %%zmm0, %%zmm6\n\t"
-        "vmovaps %%zmm0, %%zmm7\n\t vmovaps %%zmm0, %%zmm8\n\t vmovaps %%zmm0, %%zmm9\n\t"
-        "vmovaps %%zmm0, %%zmm10\n\t vmovaps %%zmm0, %%zmm11\n\t"
-        "vmovaps %%zmm0, %%zmm12\n\t vmovaps %%zmm0, %%zmm13\n\t"
-        "1:\n\t"
-        "vfmadd231ps %%zmm13, %%zmm12, %%zmm0\n\t vfmadd231ps %%zmm13, %%zmm12, %%zmm1\n\t"
-        "vfmadd231ps %%zmm13, %%zmm12, %%zmm2\n\t vfmadd231ps %%zmm13, %%zmm12, %%zmm3\n\t"
-        "vfmadd231ps %%zmm13, %%zmm12, %%zmm4\n\t vfmadd231ps %%zmm13, %%zmm12, %%zmm5\n\t"
-        "vfmadd231ps %%zmm13, %%zmm12, %%zmm6\n\t vfmadd231ps %%zmm13, %%zmm12, %%zmm7\n\t"
-        "vfmadd231ps %%zmm13, %%zmm12, %%zmm8\n\t vfmadd231ps %%zmm13, %%zmm12, %%zmm9\n\t"
-        "vfmadd231ps %%zmm13, %%zmm12, %%zmm10\n\t vfmadd231ps %%zmm13, %%zmm12, %%zmm11\n\t"
-        "dec %0\n\t jnz 1b\n\t"
-        "vzeroupper"
-        : "+r"(iterations)
-        :
-        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-          "xmm13", "cc");
+    __asm__ volatile(PPOLAB_ZERO_ZMM0_13
+                     "1:\n\t"
+                     "vfmadd231ps %%zmm13, %%zmm12, %%zmm0\n\t vfmadd231ps %%zmm13, %%zmm12, %%zmm1\n\t"
+                     "vfmadd231ps %%zmm13, %%zmm12, %%zmm2\n\t vfmadd231ps %%zmm13, %%zmm12, %%zmm3\n\t"
+                     "vfmadd231ps %%zmm13, %%zmm12, %%zmm4\n\t vfmadd231ps %%zmm13, %%zmm12, %%zmm5\n\t"
+                     "vfmadd231ps %%zmm13, %%zmm12, %%zmm6\n\t vfmadd231ps %%zmm13, %%zmm12, %%zmm7\n\t"
+                     "vfmadd231ps %%zmm13, %%zmm12, %%zmm8\n\t vfmadd231ps %%zmm13, %%zmm12, %%zmm9\n\t"
+                     "vfmadd231ps %%zmm13, %%zmm12, %%zmm10\n\t vfmadd231ps %%zmm13, %%zmm12, %%zmm11\n\t"
+                     "dec %0\n\t jnz 1b\n\t"
+                     "vzeroupper"
+                     : "+r"(iterations)
+                     :
+                     : PPOLAB_CLOBBER_ZMM0_13);
 }
 
 namespace {
