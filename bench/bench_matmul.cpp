@@ -1,5 +1,5 @@
 // bench_matmul.cpp — the projection GEMMs of Qwen2.5-0.5B (q/k/v/o, gate/up,
-// down, the tied 151936 × 896 LM head) at M = 1, 4, 128, 512 rows, BF16
+// down, the tied 151936 × 896 LM head) at M = 1, 4, 8, 128, 512 rows, BF16
 // weights, through linear_forward (the automatic path) and, for comparison,
 // oneDNN with row-major weights at small M and with frozen (prepacked,
 // PrepackedWeight) weights at large M; plus the two backwards of training at
@@ -182,7 +182,7 @@ void bench_bf16_products(benchmark::State& state, Proj p, int64_t M, Bf16Product
 int main(int argc, char** argv) {
     if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(2);
     for (const Proj& p : kProjections)
-        for (int64_t M : {1, 4, 128, 512}) {
+        for (int64_t M : {1, 4, 8, 128, 512}) {
             const std::string base = std::string("fwd/") + p.name + "/M" + std::to_string(M);
             benchmark::RegisterBenchmark(base.c_str(), bench_forward, p, M, Variant::automatic)
                 ->Unit(benchmark::kMillisecond)

@@ -30,6 +30,12 @@ struct WeightView {
     const PrepackedWeight* prepacked = nullptr;
 };
 
+// Row invariance: a forward of M ≤ kRowInvariantRows rows (decode) gives
+// each row bitwise the result it has alone (M = 1), whatever the other rows
+// hold — one path per weight shape and the same summation order at every M.
+// Generation relies on it to decode independent rows together (generate.h).
+inline constexpr int64_t kRowInvariantRows = 8;
+
 // Y[M,N] = X[M,K] · W[N,K]ᵀ  (+ Y when accumulate)
 void linear_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate = false);
 // dX[M,K] = dY[M,N] · W[N,K]  (+ dX when accumulate). For a BF16 W, dY is rounded to BF16.

@@ -76,20 +76,32 @@ PPOLAB_AVX512F inline float lane_sum(__m512 v) {
 // steps with U independent accumulators per input row: each thread's
 // range of rows is then a single sequential stream (the hardware
 // prefetcher's best case), which the NR-row tiles above are not.
+//
+// Columns [k0, k1) only, where the input rows do not fit in L1 (K-spans,
+// stream_rows below): k0 is a multiple of the step (32·U); the
+// accumulators start from `carry` unless k0 == 0 and go back to it unless
+// k1 == K, where the masked tail runs and the row's sums go to Y. Each
+// accumulator sees the same products in the same order whatever the spans.
 template <int MR, int U>
-PPOLAB_AVX512 inline void row_bf16(float* Y, int64_t ldy, const bf16* Xb, int64_t ldx, const bf16* W, int64_t K,
-                                   bool accumulate) {
+PPOLAB_AVX512 inline void row_bf16(float* Y, int64_t ldy, const bf16* Xb, int64_t ldx, const bf16* W, int64_t k0,
+                                   int64_t k1, int64_t K, float* carry, bool accumulate) {
     static_assert(U >= 2 && U <= 4);
     __m512 acc[MR][U];
     for (int j = 0; j < MR; ++j)
-        for (int u = 0; u < U; ++u) acc[j][u] = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 32 * U <= K; k += 32 * U) {
+        for (int u = 0; u < U; ++u)
+            acc[j][u] = k0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(carry + (j * U + u) * 16);
+    int64_t k = k0;
+    for (; k + 32 * U <= k1; k += 32 * U) {
         __m512bh w[U];
         for (int u = 0; u < U; ++u) w[u] = (__m512bh)_mm512_loadu_si512(W + k + 32 * u);
         for (int j = 0; j < MR; ++j)
             for (int u = 0; u < U; ++u)
                 acc[j][u] = _mm512_dpbf16_ps(acc[j][u], (__m512bh)_mm512_loadu_si512(Xb + j * ldx + k + 32 * u), w[u]);
+    }
+    if (k1 < K) {
+        for (int j = 0; j < MR; ++j)
+            for (int u = 0; u < U; ++u) _mm512_store_ps(carry + (j * U + u) * 16, acc[j][u]);
+        return;
     }
     for (; k < K; k += 32) {
         const int64_t r = std::min<int64_t>(32, K - k);
@@ -106,13 +118,53 @@ PPOLAB_AVX512 inline void row_bf16(float* Y, int64_t ldy, const bf16* Xb, int64_
     }
 }
 
-// Register budget (32 zmm): MR·U accumulators + U weight vectors + 1 input.
-template <int MR, int U = (MR <= 6 ? 4 : 3)>
+// Register budget (32 zmm): MR·U accumulators + U weight vectors + 1 input,
+// so U = 3 at MR = 8. The same U at every MR: a row's sums are then formed
+// in the same order whatever the number of rows (row invariance, matmul.h).
+constexpr int kStreamU = 3;
+
+// The input rows stay in L1 while the weight streams past: up to
+// kInputInL1 bytes of them (8 × 896 FP32: 28 KiB); more (K = 4864 at M ≥ 2)
+// go in K-spans of at most kSpanBytes, kSpanRows weight rows at a time
+// carrying their accumulators. Measured at 2 threads, FP32 FMA stream
+// (BENCHMARKS.md, session 14): down projection 896 × 4864 1.3–1.4× faster
+// at M = 4 and 8; gate 4864 × 896 at M = 8 1.2–1.4× slower when spanned.
+constexpr int64_t kInputInL1 = 32 << 10;
+constexpr int64_t kSpanBytes = 16 << 10;
+constexpr int64_t kSpanRows = 8;
+
+// Y (MR, N): row_fn(n, k0, k1, carry) for each weight row n, the rows split
+// between the OpenMP threads in contiguous ranges; in K-spans of `span`
+// columns (a multiple of the step) when span < K.
+template <int MR, int U, class RowFn>
+PPOLAB_AVX512F inline void stream_rows(int64_t N, int64_t K, int64_t span, RowFn row_fn) {
+    const bool parallel = N * K >= (1 << 16);
+    if (span >= K) {
+#pragma omp parallel for schedule(static) if (parallel)
+        for (int64_t n = 0; n < N; ++n) row_fn(n, 0, K, nullptr);
+        return;
+    }
+    const int64_t blocks = (N + kSpanRows - 1) / kSpanRows;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+        alignas(64) float carry[kSpanRows][MR * U * 16];
+        const int64_t n0 = blk * kSpanRows, n1 = std::min(N, n0 + kSpanRows);
+        for (int64_t k0 = 0; k0 < K; k0 += span)
+            for (int64_t n = n0; n < n1; ++n) row_fn(n, k0, std::min(K, k0 + span), carry[n - n0]);
+    }
+}
+
+// The K-span for MR input rows of `bytes` per element and a step of `step` columns.
+constexpr int64_t input_span(int64_t MR, int64_t bytes, int64_t step, int64_t K) {
+    return MR * K * bytes <= kInputInL1 ? K : std::max<int64_t>(1, kSpanBytes / (MR * bytes * step)) * step;
+}
+
+template <int MR, int U = kStreamU>
 PPOLAB_AVX512 void stream_rows_bf16(float* Y, int64_t ldy, const bf16* X, int64_t ldx, const bf16* W, int64_t N,
                                     int64_t K, bool accumulate) {
-    const bool parallel = N * K >= (1 << 16);
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t n = 0; n < N; ++n) row_bf16<MR, U>(Y + n, ldy, X, ldx, W + n * K, K, accumulate);
+    stream_rows<MR, U>(N, K, input_span(MR, 2, 32 * U, K), [&](int64_t n, int64_t k0, int64_t k1, float* carry) {
+        row_bf16<MR, U>(Y + n, ldy, X, ldx, W + n * K, k0, k1, K, carry, accumulate);
+    });
 }
 
 // 16 BF16 values widened to FP32 (a BF16 value is the top half of its FP32).
@@ -123,21 +175,27 @@ PPOLAB_AVX512F inline __m512 widen(__m256i h) {
 }
 
 // The same stream without BF16 instructions: 16 weights widened per load, X
-// as BF16 values in FP32.
+// as BF16 values in FP32 (K-spans as row_bf16, a step of 16·U).
 template <int MR, int U>
-PPOLAB_AVX512F inline void row_bf16_fma(float* Y, int64_t ldy, const float* Xr, int64_t ldx, const bf16* W, int64_t K,
-                                        bool accumulate) {
+PPOLAB_AVX512F inline void row_bf16_fma(float* Y, int64_t ldy, const float* Xr, int64_t ldx, const bf16* W, int64_t k0,
+                                        int64_t k1, int64_t K, float* carry, bool accumulate) {
     static_assert(U >= 2 && U <= 4);
     __m512 acc[MR][U];
     for (int j = 0; j < MR; ++j)
-        for (int u = 0; u < U; ++u) acc[j][u] = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 16 * U <= K; k += 16 * U) {
+        for (int u = 0; u < U; ++u)
+            acc[j][u] = k0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(carry + (j * U + u) * 16);
+    int64_t k = k0;
+    for (; k + 16 * U <= k1; k += 16 * U) {
         __m512 w[U];
         for (int u = 0; u < U; ++u) w[u] = widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(W + k + 16 * u)));
         for (int j = 0; j < MR; ++j)
             for (int u = 0; u < U; ++u)
                 acc[j][u] = _mm512_fmadd_ps(_mm512_loadu_ps(Xr + j * ldx + k + 16 * u), w[u], acc[j][u]);
+    }
+    if (k1 < K) {
+        for (int j = 0; j < MR; ++j)
+            for (int u = 0; u < U; ++u) _mm512_store_ps(carry + (j * U + u) * 16, acc[j][u]);
+        return;
     }
     for (; k < K; k += 16) {
         const int64_t r = std::min<int64_t>(16, K - k);
@@ -154,12 +212,12 @@ PPOLAB_AVX512F inline void row_bf16_fma(float* Y, int64_t ldy, const float* Xr, 
     }
 }
 
-template <int MR, int U = (MR <= 6 ? 4 : 3)>
+template <int MR, int U = kStreamU>
 PPOLAB_AVX512F void stream_rows_bf16_fma(float* Y, int64_t ldy, const float* X, int64_t ldx, const bf16* W, int64_t N,
                                          int64_t K, bool accumulate) {
-    const bool parallel = N * K >= (1 << 16);
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t n = 0; n < N; ++n) row_bf16_fma<MR, U>(Y + n, ldy, X, ldx, W + n * K, K, accumulate);
+    stream_rows<MR, U>(N, K, input_span(MR, 4, 16 * U, K), [&](int64_t n, int64_t k0, int64_t k1, float* carry) {
+        row_bf16_fma<MR, U>(Y + n, ldy, X, ldx, W + n * K, k0, k1, K, carry, accumulate);
+    });
 }
 
 template <int NR, int MR>

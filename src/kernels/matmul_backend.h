@@ -26,10 +26,9 @@ namespace ppolab {
 
 enum class MatmulPath { automatic, small_m, dnnl, portable };
 
-// Rows up to which the automatic path uses the small-M kernels — from 3
-// rows only while the inputs (M·K BF16) fit in 24 KiB of L1 (measured:
-// bench_matmul, BENCHMARKS.md).
-inline constexpr int64_t kSmallM = 8;
+// Rows up to which the automatic path uses the small-M kernels (or, for
+// tiny weights, the portable loops), whatever K: row invariance (matmul.h).
+inline constexpr int64_t kSmallM = kRowInvariantRows;
 // Products of fewer multiply-adds than this run single-threaded in the
 // portable loops (oneDNN's call overhead is a few µs).
 inline constexpr int64_t kTinyWork = int64_t(1) << 15;

@@ -166,8 +166,8 @@ TEST(Matmul, ReportsCpuAndPaths) {
     EXPECT_STREQ(matmul_path_name(128, 896, 896), "dnnl");
     EXPECT_STREQ(matmul_path_name(kSmallM, 896, 896),
                  simd::simd_cpu_level() == simd::SimdLevel::avx512 ? "small_m_avx512" : "portable");
-    EXPECT_STREQ(matmul_path_name(2, 8, 8), "portable");   // tiny: no thread, no library call
-    EXPECT_STREQ(matmul_path_name(4, 896, 4864), "dnnl");  // 4 input rows of 9.7 KB: beyond L1
+    EXPECT_STREQ(matmul_path_name(2, 8, 8), "portable");                           // tiny: no thread, no library call
+    EXPECT_STREQ(matmul_path_name(4, 896, 4864), matmul_path_name(1, 896, 4864));  // row invariance: not by M
     // BF16 products: the automatic choice (its own test below), or forced.
     EXPECT_EQ(bf16_products_native(), bf16_products_automatic().native);
     matmul_set_bf16_products(Bf16Products::f32);
@@ -385,6 +385,39 @@ TEST(Matmul, GaussianWithinSummationBound) {
                 std::vector<float> y(s.M * s.N);
                 linear_forward(y.data(), X.data(), W.view(), s.M);
                 check(y, path_label(p));
+            }
+        }
+}
+
+// Row invariance (matmul.h): up to kRowInvariantRows rows, each row of a
+// product is bitwise the product of that row alone, on the automatic path
+// and on each decode path forced (small-M native and as FP32, portable);
+// Gaussian data so that a change of summation order shows. Shapes: tiny
+// (portable), the 0.5B's K = 896 and the down projection's K = 4864.
+TEST(Matmul, DecodeRowsAreBitwiseTheirRowAlone) {
+    Philox rng(12, 0);
+    const Variant decode_paths[] = {{MatmulPath::automatic, Bf16Products::automatic},
+                                    {MatmulPath::small_m, Bf16Products::native},
+                                    {MatmulPath::small_m, Bf16Products::f32},
+                                    {MatmulPath::portable, Bf16Products::automatic}};
+    for (WeightType type : {WeightType::bf16, WeightType::f32})
+        for (auto [N, K] : {std::pair<int64_t, int64_t>{8, 40}, {96, 896}, {40, 4864}, {33, 1000}}) {
+            TestWeight W = gaussian_weight(type, N, K, rng);
+            std::vector<float> X = gaussian(kRowInvariantRows * K, rng);  // (8, K)
+            for (const Variant& p : decode_paths) {
+                PathGuard guard(p);
+                std::vector<float> alone(kRowInvariantRows * N);  // row m computed with M = 1
+                for (int64_t m = 0; m < kRowInvariantRows; ++m)
+                    linear_forward(alone.data() + m * N, X.data() + m * K, W.view(), 1);
+                for (int64_t M = 2; M <= kRowInvariantRows; ++M)
+                    for (int64_t first : {int64_t(0), kRowInvariantRows - M}) {  // rows [first, first + M)
+                        std::vector<float> y(M * N);
+                        linear_forward(y.data(), X.data() + first * K, W.view(), M);
+                        std::vector<float> want(alone.begin() + first * N, alone.begin() + (first + M) * N);
+                        EXPECT_TRUE(same_bits(y, want, N))
+                            << path_label(p) << (type == WeightType::bf16 ? " bf16" : " f32") << " M=" << M
+                            << " from row " << first << " N=" << N << " K=" << K;
+                    }
             }
         }
 }
