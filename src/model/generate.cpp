@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/matmul.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -32,19 +33,34 @@ static std::vector<Generation> generate_rows(Qwen2& model, KvCache& cache,
         fail("generate: KV cache of (B=", cache.B, ", S_max=", cache.S_max, ") cannot hold ", B, " rows of ", P,
              " prompt + ", opt.max_new_tokens, " new tokens");
 
-    // 1. prefill the left-padded prompts
-    std::vector<int32_t> tokens(static_cast<size_t>(B * P), opt.pad_id);  // (B, P)
-    std::vector<uint8_t> mask(static_cast<size_t>(B * P), 0);             // (B, P)
-    for (int64_t b = 0; b < B; ++b) {
-        const auto& p = prompts[static_cast<size_t>(b)];
-        const int64_t off = b * P + P - static_cast<int64_t>(p.size());
-        std::copy(p.begin(), p.end(), tokens.begin() + off);
-        std::fill(mask.begin() + off, mask.begin() + (b + 1) * P, 1);
-    }
-    const float* hidden = model.forward(tokens.data(), mask.data(), B, P, /*save_for_backward=*/false, &cache);
+    // 1. prefill: the left-padded prompts in one forward, or each prompt alone
     std::vector<float> last(static_cast<size_t>(B * H));  // (B, H) hidden state of each prompt's last token
-    for (int64_t b = 0; b < B; ++b)
-        std::memcpy(last.data() + b * H, hidden + (b * P + P - 1) * H, static_cast<size_t>(H) * sizeof(float));
+    if (opt.independent_rows) {
+        if (B > kRowInvariantRows)
+            fail("generate: ", B, " independent rows; at most ", kRowInvariantRows, " decode bitwise alone");
+        cache.clear();
+        KvCache one(c, 1, P);
+        for (int64_t b = 0; b < B; ++b) {
+            const auto& p = prompts[static_cast<size_t>(b)];
+            const int64_t Pb = static_cast<int64_t>(p.size());
+            const std::vector<uint8_t> ones(static_cast<size_t>(Pb), 1);
+            const float* hidden = model.forward(p.data(), ones.data(), 1, Pb, /*save_for_backward=*/false, &one);
+            std::memcpy(last.data() + b * H, hidden + (Pb - 1) * H, static_cast<size_t>(H) * sizeof(float));
+            cache.place_row(b, one, P);
+        }
+    } else {
+        std::vector<int32_t> tokens(static_cast<size_t>(B * P), opt.pad_id);  // (B, P)
+        std::vector<uint8_t> mask(static_cast<size_t>(B * P), 0);             // (B, P)
+        for (int64_t b = 0; b < B; ++b) {
+            const auto& p = prompts[static_cast<size_t>(b)];
+            const int64_t off = b * P + P - static_cast<int64_t>(p.size());
+            std::copy(p.begin(), p.end(), tokens.begin() + off);
+            std::fill(mask.begin() + off, mask.begin() + (b + 1) * P, 1);
+        }
+        const float* hidden = model.forward(tokens.data(), mask.data(), B, P, /*save_for_backward=*/false, &cache);
+        for (int64_t b = 0; b < B; ++b)
+            std::memcpy(last.data() + b * H, hidden + (b * P + P - 1) * H, static_cast<size_t>(H) * sizeof(float));
+    }
     std::vector<float> logits(static_cast<size_t>(B * V));  // (B, V)
     linear_forward(logits.data(), last.data(), model.weights().output_matrix().view(), B);
 

@@ -7,6 +7,12 @@
 // per sampled token of each still-running row, so the tokens depend only on
 // the generator's state. Each token's log-prob is log_softmax of the logits
 // it was drawn from (the sampling forward's `old_logp`).
+//
+// independent_rows: each prompt is prefilled alone (its own forward, no
+// padding) and placed right-aligned in the batch's cache, then the rows
+// decode together. Up to kRowInvariantRows rows (matmul.h), every row's
+// tokens and log-probs are then bitwise those it gets generated alone, so
+// rows can be batched for speed and still be independent computations.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,8 +29,9 @@ struct GenerationOptions {
     // Further ids that end a row like EOS (the `generate` command honouring a
     // generation_config.json that lists several; the study leaves it empty).
     std::vector<int32_t> extra_eos_ids;
-    int32_t pad_id = 0;   // fills the left padding of shorter prompts
-    bool greedy = false;  // else temperature-1 full-vocabulary sampling
+    int32_t pad_id = 0;             // fills the left padding of shorter prompts
+    bool greedy = false;            // else temperature-1 full-vocabulary sampling
+    bool independent_rows = false;  // see above; at most kRowInvariantRows prompts
 };
 
 struct Generation {

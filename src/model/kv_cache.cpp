@@ -22,4 +22,24 @@ void KvCache::clear() {
     std::fill(next_position.begin(), next_position.end(), 0);
 }
 
+void KvCache::place_row(int64_t b, const KvCache& one, int64_t end) {
+    if (one.B != 1 || one.L != L || one.nKV != nKV || one.hd != hd)
+        fail("KV cache: place_row needs a one-row cache of the same model shape");
+    if (b < 0 || b >= B || end > S_max || one.S > end)
+        fail("KV cache: ", one.S, " columns cannot end at column ", end, " of row ", b, " (B=", B, ", S_max=", S_max,
+             ")");
+    const int64_t KV = nKV * hd, start = end - one.S;
+    for (int64_t l = 0; l < L; ++l) {
+        const size_t from = static_cast<size_t>(l * one.S_max * KV), n = static_cast<size_t>(one.S * KV);
+        const size_t to = static_cast<size_t>(((l * B + b) * S_max + start) * KV);
+        std::copy_n(one.k.begin() + from, n, k.begin() + to);
+        std::copy_n(one.v.begin() + from, n, v.begin() + to);
+    }
+    uint8_t* m = mask.data() + b * S_max;
+    std::fill(m, m + start, 0);
+    std::copy_n(one.mask.begin(), one.S, m + start);
+    next_position[static_cast<size_t>(b)] = one.next_position[0];
+    S = std::max(S, end);
+}
+
 }  // namespace ppolab

@@ -26,6 +26,10 @@ struct KvCache {
     float* k_layer(int64_t l) { return k.data() + l * B * S_max * nKV * hd; }  // (B, S_max, nKV, hd)
     float* v_layer(int64_t l) { return v.data() + l * B * S_max * nKV * hd; }
     void clear();  // S = 0, masks and positions reset (storage kept)
+    // Row 0 of `one` (a one-row cache, e.g. a prompt prefilled alone) into
+    // row b, its S columns right-aligned to end at column `end` (mask 0
+    // before them); S becomes `end` when it was less.
+    void place_row(int64_t b, const KvCache& one, int64_t end);
 };
 
 }  // namespace ppolab

@@ -4,7 +4,9 @@
 // same tokens, and the generation loop stops rows at EOS or at the length
 // limit with log-probs that agree with a teacher-forced re-score.
 #include <cmath>
+#include <cstring>
 
+#include "kernels/matmul_backend.h"
 #include "model/generate.h"
 #include "model/sampling.h"
 #include "test_qwen2_common.h"
@@ -148,4 +150,93 @@ TEST(Generation, OnlyEosEndsARow) {
     // a cache too small is refused
     KvCache small(c, 2, 4);
     EXPECT_THROW(generate(model, small, prompts, opt, rng), Error);
+}
+
+// independent_rows (generate.h): up to kRowInvariantRows prompts of different
+// lengths decoded together give every row bitwise the tokens and log-probs it
+// gets generated alone, greedy or sampled, FP32 or BF16 weights, with LoRA,
+// on the automatic path and with the small-M kernels forced.
+TEST(Generation, IndependentRowsAreBitwiseTheirRowAlone) {
+    Qwen2Config c = small_config();
+    c.hidden_size = 128;  // 384 × 128 weights: the automatic path takes the small-M kernels
+    c.intermediate_size = 384;
+    c.num_attention_heads = 8;
+    c.num_key_value_heads = 2;
+    const std::vector<std::vector<int32_t>> prompts = {{5, 6, 7, 8, 9},
+                                                       {10, 11},
+                                                       {12, 13, 14, 15, 16, 17, 18, 19, 20},
+                                                       {21},
+                                                       {22, 23, 24},
+                                                       {25, 26, 27, 28, 29, 30, 31},
+                                                       {32, 33, 34, 35},
+                                                       {36, 37, 38, 39, 40, 41}};
+    ASSERT_EQ(static_cast<int64_t>(prompts.size()), kRowInvariantRows);
+    struct Restore {
+        ~Restore() {
+            matmul_set_path(MatmulPath::automatic);
+            matmul_set_bf16_products(Bf16Products::automatic);
+        }
+    } restore;
+    for (WeightType type : {WeightType::f32, WeightType::bf16}) {
+        Qwen2Weights w = small_weights(c, type, 7, 0.3);
+        LoraAdapters lora = random_lora(c, 3);
+        Qwen2 model(w, &lora);
+        for (MatmulPath path : {MatmulPath::automatic, MatmulPath::small_m, MatmulPath::portable})
+            for (Bf16Products products : {Bf16Products::native, Bf16Products::f32}) {
+                if (type == WeightType::f32 && products == Bf16Products::f32) continue;
+                matmul_set_path(path);
+                matmul_set_bf16_products(products);
+                for (bool greedy : {true, false}) {
+                    const std::string what = std::string(type == WeightType::f32 ? "f32" : "bf16") + " path " +
+                                             std::to_string(static_cast<int>(path)) + " products " +
+                                             std::to_string(static_cast<int>(products)) +
+                                             (greedy ? " greedy" : " sampled");
+                    GenerationOptions opt;
+                    opt.max_new_tokens = 7;
+                    opt.greedy = greedy;
+                    auto rngs = [&] {
+                        std::vector<Philox> r;
+                        for (size_t b = 0; b < prompts.size(); ++b) r.emplace_back(17, b);
+                        return r;
+                    };
+                    // an EOS that ends row 0 early, so finished rows sit in the batch while others run
+                    {
+                        std::vector<Philox> r0 = {Philox(17, 0)};
+                        opt.eos_id = generate(model, {prompts[0]}, opt, r0)[0].tokens[2];
+                    }
+                    std::vector<Generation> alone;
+                    for (size_t b = 0; b < prompts.size(); ++b) {
+                        std::vector<Philox> r = {Philox(17, b)};
+                        alone.push_back(generate(model, {prompts[b]}, opt, r)[0]);
+                    }
+                    opt.independent_rows = true;
+                    for (size_t n : {size_t(2), prompts.size()}) {  // a batch of 2, and of 8
+                        std::vector<std::vector<int32_t>> some(prompts.begin(), prompts.begin() + n);
+                        std::vector<Philox> r = rngs();
+                        r.resize(n, Philox(0, 0));
+                        std::vector<Generation> together = generate(model, some, opt, r);
+                        for (size_t b = 0; b < n; ++b) {
+                            EXPECT_EQ(together[b].tokens, alone[b].tokens) << what << " row " << b << " of " << n;
+                            EXPECT_EQ(together[b].finish_reason, alone[b].finish_reason) << what << " row " << b;
+                            ASSERT_EQ(together[b].logprobs.size(), alone[b].logprobs.size()) << what << " row " << b;
+                            EXPECT_EQ(std::memcmp(together[b].logprobs.data(), alone[b].logprobs.data(),
+                                                  alone[b].logprobs.size() * sizeof(float)),
+                                      0)
+                                << what << " row " << b << " of " << n << ": log-probs differ in their bits";
+                        }
+                    }
+                    EXPECT_EQ(alone[0].finish_reason, "eos") << what;
+                }
+            }
+    }
+    // more rows than the row-invariance bound are refused
+    matmul_set_path(MatmulPath::automatic);
+    Qwen2Weights w = small_weights(c, WeightType::bf16, 7, 0.3);
+    Qwen2 model(w);
+    GenerationOptions opt;
+    opt.independent_rows = true;
+    opt.max_new_tokens = 2;
+    std::vector<std::vector<int32_t>> nine(static_cast<size_t>(kRowInvariantRows + 1), {5, 6});
+    Philox rng(1, 1);
+    EXPECT_THROW(generate(model, nine, opt, rng), Error);
 }
