@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "evaluation/diagnostics.h"
+#include "kernels/matmul.h"
 #include "model/generate.h"
 #include "model/sequence_kl.h"
 #include "parallel/world.h"
@@ -25,6 +26,8 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 // Rows teacher-forced together when computing scores and log-probs.
 constexpr size_t kScoringChunk = 16;
+// Rows decoded together when generating, each bitwise what it is alone.
+constexpr int64_t kEvalRowsPerDecode = kRowInvariantRows;
 
 std::string prefix(EvalSet set) { return set == EvalSet::validation ? "validation-" : ""; }
 
@@ -173,11 +176,9 @@ json generation_identity(const Study& s, EvalSet set, const std::string& policy,
                              : std::vector<const char*>{"eval/test_prompts.jsonl", "eval/probe_prompts.jsonl"})
         data[f] = manifest.files.at(f).sha256;
     identity["data"] = data;
-    identity["generation"] = {{"greedy", true},
-                              {"max_new_tokens", gen.max_new_tokens},
-                              {"eos_id", gen.eos_id},
-                              {"pad_id", gen.pad_id},
-                              {"rows_per_forward", 1}};
+    identity["generation"] = {
+        {"greedy", true},       {"max_new_tokens", gen.max_new_tokens},  {"eos_id", gen.eos_id},
+        {"pad_id", gen.pad_id}, {"rows_per_decode", kEvalRowsPerDecode}, {"prefill", "each row alone"}};
     identity["readable_roots"] = run_relative_roots(s.reader(), s.run);
     return identity;
 }
@@ -263,7 +264,6 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     gen.eos_id = s.eos_id;
     gen.pad_id = s.pad_id;
     gen.greedy = true;
-    Philox unused_rng(0, 0);  // greedy decoding draws nothing
 
     const json identity = generation_identity(s, set, policy, actor_identity, reference.has_value(), reference_identity,
                                               judge_identity, gen);
@@ -283,8 +283,8 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     }
 
     // Crash safety: the rows generated so far, every `checkpoint.every_rows`
-    // rows. Greedy, one row per forward: a row does not depend on the others,
-    // so a restarted evaluation gives the same rows.
+    // rows. Greedy, each row bitwise what it is alone (independent_rows), so
+    // a restarted evaluation gives the same rows.
     const int64_t every = s.cfg.checkpoint.every_rows;
     const size_t first_row = resume_rows(checkpoint, identity, rows, policy);
     auto save_rows = [&](size_t n) {
@@ -294,39 +294,61 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
         write_json_atomic(checkpoint, json{{"identity", identity}, {"rows_detail", done}}, Overwrite::replace);
     };
 
-    // 1. generation, one row per forward: no padding, so the repeated probe
-    //    rows are independent computations that must agree bit for bit. In
-    //    rounds that end where a checkpoint is due; under mpirun each round's
-    //    rows are shared across the ranks.
+    // 1. generation, kEvalRowsPerDecode rows decoded together, each prefilled
+    //    alone (generate.h independent_rows): every row is bitwise what it
+    //    is generated alone, so the repeated probe rows are independent
+    //    computations that must agree bit for bit. In rounds that end where
+    //    a checkpoint is due, in batches from the round's first row; under
+    //    mpirun each round's batches are shared across the ranks.
     const auto t_gen = Clock::now();
     {
         Progress bar("evaluate " + policy + " generate", static_cast<int64_t>(rows.size() - first_row));
         int64_t generated = 0;
-        auto generate_row = [&](size_t i) {
-            EvalRow& r = rows[i];
-            std::vector<int32_t> prompt = s.encode_prompt(r.prompt);
-            if (static_cast<int64_t>(prompt.size()) > s.limits.max_prompt)
-                fail("prompt ", r.id, ": ", prompt.size(), " tokens, over limits.max_prompt ", s.limits.max_prompt,
-                     " (refused, never truncated)");
-            Generation g = generate(actor_model, {prompt}, gen, unused_rng)[0];
-            r.response = g.tokens;
-            r.finish_reason = g.finish_reason;
-            r.sampling_logp = g.logprobs;
-            std::vector<int32_t> body = g.tokens;
-            if (g.finish_reason == "eos" && !body.empty() && body.back() == s.eos_id) body.pop_back();
-            std::optional<std::string> strict = s.tokenizer().decode_strict(body);
-            r.decodable = strict.has_value();
-            r.text = strict ? *strict : s.tokenizer().decode(body);
-            bar.update(++generated);
+        gen.independent_rows = true;
+        const size_t per = static_cast<size_t>(kEvalRowsPerDecode);
+        size_t a = first_row, b = first_row;  // the round [a, b)
+        auto batch_rows = [&](size_t j) { return std::pair(a + j * per, std::min(b, a + (j + 1) * per)); };
+        auto generate_batch = [&](size_t j) {
+            const auto [first, last] = batch_rows(j);
+            std::vector<std::vector<int32_t>> prompts;
+            for (size_t i = first; i < last; ++i) {
+                prompts.push_back(s.encode_prompt(rows[i].prompt));
+                if (static_cast<int64_t>(prompts.back().size()) > s.limits.max_prompt)
+                    fail("prompt ", rows[i].id, ": ", prompts.back().size(), " tokens, over limits.max_prompt ",
+                         s.limits.max_prompt, " (refused, never truncated)");
+            }
+            std::vector<Philox> unused(prompts.size(), Philox(0, 0));  // greedy decoding draws nothing
+            const std::vector<Generation> gens = generate(actor_model, prompts, gen, unused);
+            for (size_t i = first; i < last; ++i) {
+                EvalRow& r = rows[i];
+                const Generation& g = gens[i - first];
+                r.response = g.tokens;
+                r.finish_reason = g.finish_reason;
+                r.sampling_logp = g.logprobs;
+                std::vector<int32_t> body = g.tokens;
+                if (g.finish_reason == "eos" && !body.empty() && body.back() == s.eos_id) body.pop_back();
+                std::optional<std::string> strict = s.tokenizer().decode_strict(body);
+                r.decodable = strict.has_value();
+                r.text = strict ? *strict : s.tokenizer().decode(body);
+            }
+            generated += static_cast<int64_t>(last - first);
+            bar.update(generated);
         };
-        for (size_t a = first_row; a < rows.size();) {
-            const size_t b =
-                every > 0 ? std::min(rows.size(), (a / static_cast<size_t>(every) + 1) * every) : rows.size();
-            parallel::share_range(
-                a, b, generate_row, [&](size_t i) { return generated_fields(rows[i]); },
-                [&](size_t i, const json& j) { restore_generated(rows[i], j); });
+        // A batch's rows travel together: the JSON array of its rows' fields.
+        auto batch_fields = [&](size_t j) {
+            const auto [first, last] = batch_rows(j);
+            json all = json::array();
+            for (size_t i = first; i < last; ++i) all.push_back(generated_fields(rows[i]));
+            return all;
+        };
+        auto restore_batch = [&](size_t j, const json& all) {
+            size_t i = batch_rows(j).first;
+            for (const json& f : all) restore_generated(rows[i++], f);
+        };
+        for (; a < rows.size(); a = b) {
+            b = every > 0 ? std::min(rows.size(), (a / static_cast<size_t>(every) + 1) * every) : rows.size();
+            parallel::share_range(0, (b - a + per - 1) / per, generate_batch, batch_fields, restore_batch);
             if (checkpoint_due(every, static_cast<int64_t>(b)) && b < rows.size()) save_rows(b);
-            a = b;
         }
         bar.finish();
     }
