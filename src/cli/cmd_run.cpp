@@ -616,7 +616,7 @@ Presets (--preset):
            --replicates 1 takes about 5)
   seed     SPEC's exact numbers on Qwen2.5-0.5B-Instruct (--model DIR with its
            weights); one replicate, hours on 2 cores (each stage once took
-           130-140 minutes on one 2-core machine: BENCHMARKS.md, session 13)
+           about 122 minutes on one 2-core machine: BENCHMARKS.md, session 14)
   generic  the seed's settings for any Qwen2-family folder (--model DIR)
 
 Options:
