@@ -1,5 +1,4 @@
 // cmd_evaluate.cpp — `ppolab evaluate` and `ppolab exercise` (SPEC §7).
-#include <chrono>
 #include <cstdio>
 
 #include "cli/command.h"
@@ -8,6 +7,7 @@
 #include "evaluation/exercise.h"
 #include "parallel/world.h"
 #include "util/error.h"
+#include "util/stopwatch.h"
 
 namespace ppolab::cli {
 
@@ -45,9 +45,9 @@ int run_evaluate(const Args& args) {
         // Generation: never gold/ (nor learn/ for the held-out set).
         Study study = Study::open(o.config, o.run, o.model, "evaluate-generate", evaluation_generation_scope(set));
         for (const std::string& policy : evaluation_policies(run, set)) {
-            const auto started = std::chrono::steady_clock::now();
+            const auto started = Clock::now();
             json g = evaluate_generate(study, set, policy);
-            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            const double seconds = since(started);
             std::printf("%s: %lld generations over %lld distinct prompts in %.1f s -> %s\n", policy.c_str(),
                         static_cast<long long>(g["rows"].get<int64_t>()),
                         static_cast<long long>(g["distinct_prompts"].get<int64_t>()), seconds,

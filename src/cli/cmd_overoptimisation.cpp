@@ -1,6 +1,5 @@
 // cmd_overoptimisation.cpp — `ppolab overoptimisation` (SPEC §12): gold and
 // proxy of PPO's snapshots and of best-of-n from SFT against the exact KL.
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -9,6 +8,7 @@
 #include "evaluation/overoptimisation.h"
 #include "parallel/world.h"
 #include "util/error.h"
+#include "util/stopwatch.h"
 
 namespace ppolab::cli {
 
@@ -18,7 +18,7 @@ int run_overoptimisation(const Args& args) {
     args.allow_only(with_stage_options({}));
     StageOptions o = stage_options(args);
     const RunLayout run{o.run};
-    const auto started = std::chrono::steady_clock::now();
+    const auto started = Clock::now();
     if (fs::exists(overoptimisation_path(run)))
         fail("refusing to overwrite ", overoptimisation_path(run).string(),
              " (overoptimisation writes it once; remove it to sample again)");
@@ -41,7 +41,7 @@ int run_overoptimisation(const Args& args) {
                     static_cast<long long>(p["iteration"].get<int64_t>()), p["policy"].get<std::string>().c_str(),
                     p["kl_exact"].get<double>(), std::sqrt(std::max(0.0, p["kl_exact"].get<double>())),
                     p["kl_k1"].get<double>(), p["gold"].get<double>(), p["proxy"].get<double>());
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double seconds = since(started);
     std::printf("best-of-n: %lld SFT samples for each of %zu test prompts; %lld samples per prompt and point\n",
                 static_cast<long long>(samples.n), samples.prompts.size(),
                 static_cast<long long>(samples.samples_per_prompt));

@@ -10,7 +10,6 @@
 // attempt left unfinished. A finished run (RUN/results.json) is never
 // overwritten.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 
@@ -28,6 +27,7 @@
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/sha256.h"
+#include "util/stopwatch.h"
 
 namespace ppolab::cli {
 
@@ -551,13 +551,13 @@ int run_study(const Args& args) {
         Progress::set_context(label);
         std::printf("\n== %s\n>> %s\n", label.c_str(), line.c_str());
         std::fflush(stdout);
-        const auto t0 = std::chrono::steady_clock::now();
+        const auto t0 = Clock::now();
         // Under mpirun every rank runs the data-parallel steps; the others run on
         // rank 0 while the rest wait (a failing rank ends the job: main.cpp).
         const bool here = world.size == 1 || data_parallel(cmd) || world.writer();
         const int rc = here ? it->second.run(Args(argv, it->second.flags)) : 0;
         parallel::barrier();
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double secs = since(t0);
         if (rc != 0)
             fail("step ", step.name, " failed (exit ", rc, "); fix the cause, then `ppolab run --resume ",
                  run.root.string(), "`");

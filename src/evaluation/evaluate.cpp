@@ -1,7 +1,6 @@
 // evaluate.cpp — held-out generation and rubric scoring (SPEC §7).
 #include "evaluation/evaluate.h"
 
-#include <chrono>
 #include <cstdio>
 #include <functional>
 
@@ -16,13 +15,11 @@
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/sha256.h"
+#include "util/stopwatch.h"
 
 namespace ppolab {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Rows teacher-forced together when computing scores and log-probs.
 constexpr size_t kScoringChunk = 16;
@@ -325,11 +322,9 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
                 r.response = g.tokens;
                 r.finish_reason = g.finish_reason;
                 r.sampling_logp = g.logprobs;
-                std::vector<int32_t> body = g.tokens;
-                if (g.finish_reason == "eos" && !body.empty() && body.back() == s.eos_id) body.pop_back();
-                std::optional<std::string> strict = s.tokenizer().decode_strict(body);
-                r.decodable = strict.has_value();
-                r.text = strict ? *strict : s.tokenizer().decode(body);
+                ResponseText shown = s.tokenizer().decode_response(g.tokens, g.finish_reason == "eos", s.eos_id);
+                r.decodable = shown.decodable;
+                r.text = std::move(shown.text);
             }
             generated += static_cast<int64_t>(last - first);
             bar.update(generated);
@@ -361,6 +356,11 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     std::optional<Qwen2> judge_model;
     if (judge) judge_model.emplace(s.base, &judge->lora);
     Scorer actor_scorer(actor_model), reference_scorer(reference_model);
+    // The SFT policy is its own reference: the same adapters (same learned
+    // identity, same config) give the same forward bit for bit, so the
+    // actor's forward serves as the reference's.
+    const bool reference_is_actor = actor && reference && actor_identity == reference_identity;
+    Scorer& reference_forward = reference_is_actor ? actor_scorer : reference_scorer;
     {
         // Batches of kScoringChunk rows (each batch the same at any world size), shared across the ranks.
         Progress bar("evaluate " + policy + " score", static_cast<int64_t>(rows.size()));
@@ -377,12 +377,12 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
             for (int64_t k = 0; k < b.B; ++k)
                 rows[first + static_cast<size_t>(k)].actor_logp = response_slice(b, per_pos, k);
             if (reference) {
-                reference_scorer.response_logprobs(b, per_pos.data(), false);
+                if (!reference_is_actor) reference_scorer.response_logprobs(b, per_pos.data(), false);
                 for (int64_t k = 0; k < b.B; ++k)
                     rows[first + static_cast<size_t>(k)].reference_logp = response_slice(b, per_pos, k);
                 // From both forwards just run (bit for bit sequence_kl(actor_model, reference_model, b)).
                 const std::vector<SequenceKl> kl = sequence_kl(
-                    actor_scorer.selected_hidden(), reference_scorer.selected_hidden(),
+                    actor_scorer.selected_hidden(), reference_forward.selected_hidden(),
                     actor_model.weights().output_matrix().view(), reference_model.weights().output_matrix().view(), b);
                 for (int64_t k = 0; k < b.B; ++k)
                     rows[first + static_cast<size_t>(k)].kl_exact_to_sft = kl[static_cast<size_t>(k)].kl_exact;

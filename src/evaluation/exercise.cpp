@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 
 #include "data/corpus.h"
 #include "evaluation/report.h"
@@ -12,6 +11,7 @@
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/sha256.h"
+#include "util/stopwatch.h"
 
 namespace ppolab {
 
@@ -143,7 +143,7 @@ static std::string exercise_note(const json& feedback) {
 }
 
 json run_exercise(const Study& s) {
-    const auto started = std::chrono::steady_clock::now();
+    const auto started = Clock::now();
     const fs::path out = s.run.exercise();
     if (fs::exists(out)) fail("refusing to overwrite ", out.string());
     const fs::path judge_file = s.run.final_dir("reward") / "learned.safetensors";
@@ -230,7 +230,7 @@ json run_exercise(const Study& s) {
                 {"summary", table},
                 {"candidates", rows},
                 {"note", exercise_note(judge_feedback(s.run.root))},
-                {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()}};
+                {"seconds", since(started)}};
     write_json_atomic(out, result);
     return result;
 }

@@ -3,7 +3,6 @@
 #include "evaluation/overoptimisation.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 
 #include "model/generate.h"
@@ -13,13 +12,11 @@
 #include "training/roles.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/stopwatch.h"
 
 namespace ppolab {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string relative_to_run(const RunLayout& run, const fs::path& p) {
     return fs::weakly_canonical(fs::absolute(p))
@@ -84,11 +81,9 @@ std::vector<OverOptSample> sample_rows(const Study& s, Qwen2& policy, const std:
             Generation& g = gens[i - first];
             r.response = g.tokens;
             r.finish_reason = g.finish_reason;
-            std::vector<int32_t> body = g.tokens;
-            if (g.finish_reason == "eos" && !body.empty() && body.back() == s.eos_id) body.pop_back();
-            std::optional<std::string> strict = s.tokenizer().decode_strict(body);
-            r.decodable = strict.has_value();
-            r.text = strict ? *strict : s.tokenizer().decode(body);
+            ResponseText shown = s.tokenizer().decode_response(g.tokens, g.finish_reason == "eos", s.eos_id);
+            r.decodable = shown.decodable;
+            r.text = std::move(shown.text);
         }
         done += static_cast<int64_t>(last - first);
         bar.update(done);

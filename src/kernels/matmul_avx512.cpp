@@ -21,6 +21,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/matmul_backend.h"
@@ -269,63 +270,52 @@ PPOLAB_AVX512F void rows_kernel(float* Y, int64_t ldy, const float* X, int64_t l
     }
 }
 
+// Calls kernel(y, x, Rows) for each block of up to 8 rows of an M-row
+// product, with the block's row count as a compile-time constant: the
+// kernels are specialised per MR, and every row count takes the same path
+// whatever M is (kRowInvariantRows).
+template <class In, class Kernel>
+void by_row_blocks(float* Y, const In* X, int64_t M, int64_t N, int64_t K, Kernel&& kernel) {
+    for (int64_t m0 = 0; m0 < M; m0 += 8) {
+        float* y = Y + m0 * N;
+        const In* x = X + m0 * K;
+        switch (std::min<int64_t>(8, M - m0)) {
+            case 1: kernel(y, x, std::integral_constant<int, 1>{}); break;
+            case 2: kernel(y, x, std::integral_constant<int, 2>{}); break;
+            case 3: kernel(y, x, std::integral_constant<int, 3>{}); break;
+            case 4: kernel(y, x, std::integral_constant<int, 4>{}); break;
+            case 5: kernel(y, x, std::integral_constant<int, 5>{}); break;
+            case 6: kernel(y, x, std::integral_constant<int, 6>{}); break;
+            case 7: kernel(y, x, std::integral_constant<int, 7>{}); break;
+            default: kernel(y, x, std::integral_constant<int, 8>{}); break;
+        }
+    }
+}
+
 // BF16 weights: one sequential stream per thread (measured 15–23 GB/s per
 // core vs 11–12 for 8-row tiles at K = 896 under load; BENCHMARKS.md).
 void small_m_bf16(float* Y, const bf16* X, const bf16* W, int64_t M, int64_t N, int64_t K, bool accumulate) {
-    for (int64_t m0 = 0; m0 < M; m0 += 8) {
-        const int64_t mr = std::min<int64_t>(8, M - m0);
-        float* y = Y + m0 * N;
-        const bf16* x = X + m0 * K;
-        switch (mr) {
-            case 1: stream_rows_bf16<1>(y, N, x, K, W, N, K, accumulate); break;
-            case 2: stream_rows_bf16<2>(y, N, x, K, W, N, K, accumulate); break;
-            case 3: stream_rows_bf16<3>(y, N, x, K, W, N, K, accumulate); break;
-            case 4: stream_rows_bf16<4>(y, N, x, K, W, N, K, accumulate); break;
-            case 5: stream_rows_bf16<5>(y, N, x, K, W, N, K, accumulate); break;
-            case 6: stream_rows_bf16<6>(y, N, x, K, W, N, K, accumulate); break;
-            case 7: stream_rows_bf16<7>(y, N, x, K, W, N, K, accumulate); break;
-            default: stream_rows_bf16<8>(y, N, x, K, W, N, K, accumulate); break;
-        }
-    }
+    by_row_blocks(Y, X, M, N, K, [&](float* y, const bf16* x, auto rows) {
+        stream_rows_bf16<decltype(rows)::value>(y, N, x, K, W, N, K, accumulate);
+    });
 }
 
 // BF16 weights without BF16 instructions; X: BF16 values held in FP32.
 void small_m_bf16_fma(float* Y, const float* X, const bf16* W, int64_t M, int64_t N, int64_t K, bool accumulate) {
-    for (int64_t m0 = 0; m0 < M; m0 += 8) {
-        const int64_t mr = std::min<int64_t>(8, M - m0);
-        float* y = Y + m0 * N;
-        const float* x = X + m0 * K;
-        switch (mr) {
-            case 1: stream_rows_bf16_fma<1>(y, N, x, K, W, N, K, accumulate); break;
-            case 2: stream_rows_bf16_fma<2>(y, N, x, K, W, N, K, accumulate); break;
-            case 3: stream_rows_bf16_fma<3>(y, N, x, K, W, N, K, accumulate); break;
-            case 4: stream_rows_bf16_fma<4>(y, N, x, K, W, N, K, accumulate); break;
-            case 5: stream_rows_bf16_fma<5>(y, N, x, K, W, N, K, accumulate); break;
-            case 6: stream_rows_bf16_fma<6>(y, N, x, K, W, N, K, accumulate); break;
-            case 7: stream_rows_bf16_fma<7>(y, N, x, K, W, N, K, accumulate); break;
-            default: stream_rows_bf16_fma<8>(y, N, x, K, W, N, K, accumulate); break;
-        }
-    }
+    by_row_blocks(Y, X, M, N, K, [&](float* y, const float* x, auto rows) {
+        stream_rows_bf16_fma<decltype(rows)::value>(y, N, x, K, W, N, K, accumulate);
+    });
 }
 
 // FP32 weights: NR-row tiles.
 // Register budget (32 zmm): NR·MR accumulators + NR weight vectors + 1 input.
+constexpr int f32_tile_rows(int mr) { return mr == 1 ? 8 : mr == 2 ? 6 : mr <= 5 ? 4 : 3; }
+
 void small_m_f32(float* Y, const float* X, const float* W, int64_t M, int64_t N, int64_t K, bool accumulate) {
-    for (int64_t m0 = 0; m0 < M; m0 += 8) {
-        const int64_t mr = std::min<int64_t>(8, M - m0);
-        float* y = Y + m0 * N;
-        const float* x = X + m0 * K;
-        switch (mr) {
-            case 1: rows_kernel<8, 1>(y, N, x, K, W, N, K, accumulate); break;
-            case 2: rows_kernel<6, 2>(y, N, x, K, W, N, K, accumulate); break;
-            case 3: rows_kernel<4, 3>(y, N, x, K, W, N, K, accumulate); break;
-            case 4: rows_kernel<4, 4>(y, N, x, K, W, N, K, accumulate); break;
-            case 5: rows_kernel<4, 5>(y, N, x, K, W, N, K, accumulate); break;
-            case 6: rows_kernel<3, 6>(y, N, x, K, W, N, K, accumulate); break;
-            case 7: rows_kernel<3, 7>(y, N, x, K, W, N, K, accumulate); break;
-            default: rows_kernel<3, 8>(y, N, x, K, W, N, K, accumulate); break;
-        }
-    }
+    by_row_blocks(Y, X, M, N, K, [&](float* y, const float* x, auto rows) {
+        constexpr int mr = decltype(rows)::value;
+        rows_kernel<f32_tile_rows(mr), mr>(y, N, x, K, W, N, K, accumulate);
+    });
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <queue>
+#include <utility>
 
 #include "tokenizer/tokenizer_json.h"
 #include "tokenizer/utf8.h"
@@ -396,6 +397,13 @@ std::optional<std::string> Tokenizer::decode_strict(std::span<const int32_t> ids
     }
     if (!utf8_is_valid(bytes)) return std::nullopt;
     return bytes;
+}
+
+ResponseText Tokenizer::decode_response(std::span<const int32_t> ids, bool ended_on_eos, int32_t eos_id) const {
+    if (ended_on_eos && !ids.empty() && ids.back() == eos_id) ids = ids.first(ids.size() - 1);
+    std::optional<std::string> strict = decode_strict(ids);
+    if (strict) return {std::move(*strict), true};
+    return {decode(ids), false};
 }
 
 }  // namespace ppolab

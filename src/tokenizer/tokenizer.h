@@ -24,6 +24,12 @@ namespace ppolab {
 
 namespace fs = std::filesystem;
 
+// A generated response as the study shows it (ResponseText::text).
+struct ResponseText {
+    std::string text;
+    bool decodable = false;  // the ids are tokens and their bytes valid UTF-8
+};
+
 struct AddedToken {
     int32_t id = -1;
     std::string content;
@@ -52,6 +58,9 @@ public:
     std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
     // nullopt when an id is not a token or the bytes are not valid UTF-8.
     std::optional<std::string> decode_strict(std::span<const int32_t> ids) const;
+    // A generated response: the final `eos_id` dropped when generation ended
+    // on it, then the strict decoding, or the lossy one when that fails.
+    ResponseText decode_response(std::span<const int32_t> ids, bool ended_on_eos, int32_t eos_id) const;
 
     std::string token_bytes(int32_t id) const;          // raw bytes of one token ("" if none)
     int32_t token_to_id(std::string_view token) const;  // byte-level spelling or added content; -1 if absent

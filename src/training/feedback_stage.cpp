@@ -30,10 +30,7 @@ namespace {
 // The text of sampled ids as evaluation shows it: EOS dropped, strict UTF-8
 // decoding when possible.
 std::string response_text(const Study& s, const std::vector<int32_t>& ids, const std::string& finish) {
-    std::vector<int32_t> body = ids;
-    if (finish == "eos" && !body.empty() && body.back() == s.eos_id) body.pop_back();
-    std::optional<std::string> strict = s.tokenizer().decode_strict(body);
-    return strict ? *strict : s.tokenizer().decode(body);
+    return s.tokenizer().decode_response(ids, finish == "eos", s.eos_id).text;
 }
 
 struct PromptChoice {

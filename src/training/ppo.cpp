@@ -1,7 +1,6 @@
 #include "training/ppo.h"
 #include "training/metric_names.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -17,6 +16,7 @@
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/progress.h"
+#include "util/stopwatch.h"
 
 namespace ppolab {
 
@@ -69,9 +69,6 @@ std::string PpoSettings::stage() const {
 }
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string iteration_where(int64_t iteration) { return "ppo iteration " + std::to_string(iteration); }
 

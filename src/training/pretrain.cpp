@@ -4,7 +4,6 @@
 
 #include <unistd.h>
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +25,7 @@
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/sha256.h"
+#include "util/stopwatch.h"
 
 namespace ppolab {
 
@@ -457,12 +457,10 @@ BaseCheck pretrain_check(Qwen2& model, const Tokenizer& tok, const std::vector<C
     for (size_t i = 0; i < gens.size(); ++i) {
         const Generation& g = gens[i];
         const bool ended = g.finish_reason == "eos";
-        std::vector<int32_t> body = g.tokens;
-        if (ended) body.pop_back();
-        auto strict = tok.decode_strict(body);
-        const std::string text = strict ? *strict : tok.decode(body);
+        const ResponseText shown = tok.decode_response(g.tokens, ended, opt.eos_id);
+        const std::string& text = shown.text;
         const RubricVerdict v = evaluate_response(text, ended ? FinishReason::eos : FinishReason::length,
-                                                  prompts[i].expected_action, strict.has_value());
+                                                  prompts[i].expected_action, shown.decodable);
         rec += v.recognized;
         rel += v.relevant;
         succ += v.rubric_success;
@@ -497,10 +495,6 @@ static std::string documents_sha256(const std::vector<PretrainDocument>& docs) {
         h.update("\n");
     }
     return h.hex();
-}
-
-static double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 static std::string rate(double x) {
@@ -698,7 +692,7 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
                             const std::vector<CheckPrompt>& check, const fs::path& out_in,
                             const ordered_json& provenance, const Qwen2Config* shape,
                             const PretrainCheckpoints& checkpoints) {
-    const auto t_start = std::chrono::steady_clock::now();
+    const auto t_start = Clock::now();
     const fs::path out = out_in.has_filename() ? out_in : out_in.parent_path();
     if (fs::exists(out)) fail("pretrain: refusing to overwrite existing folder '", out.string(), "'");
     if (docs.empty()) fail("pretrain: the base corpus is empty");
@@ -713,7 +707,7 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
     const std::string tok_json = train_bpe_tokenizer_json(pretrain_tokenizer_texts(docs, config.system_prompt),
                                                           config.tokenizer_vocab_size, specials, &bpe);
     const Tokenizer tok = Tokenizer::from_json_text(tok_json, "tokenizer.json (trained)");
-    const double tokenizer_seconds = seconds_since(t_start);
+    const double tokenizer_seconds = since(t_start);
 
     int64_t corpus_tokens = 0, corpus_targets = 0;
     const std::vector<PretrainExample> examples = encode_documents(tok, docs, config, corpus_tokens, corpus_targets);
@@ -766,7 +760,7 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
                      static_cast<long long>(at.step), static_cast<long long>(updates));
     }
     const int64_t first_step = at.step, tokens_before = at.tokens_seen;
-    const auto t_train = std::chrono::steady_clock::now();
+    const auto t_train = Clock::now();
     {
         Progress bar("pretrain", updates - first_step);
         while (at.step < updates) {
@@ -792,12 +786,12 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
                 checkpoint.save(exact_state(), "pretrain step " + std::to_string(at.step));
             char status[96];
             std::snprintf(status, sizeof status, "loss %.4f  %.0f tok/s", loss,
-                          static_cast<double>(at.tokens_seen - tokens_before) / std::max(1e-9, seconds_since(t_train)));
+                          static_cast<double>(at.tokens_seen - tokens_before) / std::max(1e-9, since(t_train)));
             bar.update(at.step - first_step, status);
         }
         bar.finish();
     }
-    const double train_seconds = seconds_since(t_train);
+    const double train_seconds = since(t_train);
 
     // 5. the check on the validation prompts (before writing: it goes into pretrain.json)
     const ordered_json check_json = base_check_json(model, tok, check, config);
@@ -830,7 +824,7 @@ PretrainReport pretrain_run(const PretrainConfig& config, const std::vector<Pret
                              {"restarted_from", restarted}};
         j["training"] = tr;
         j["check"] = check_json;
-        rep.seconds = seconds_since(t_start);
+        rep.seconds = since(t_start);
         j["seconds"] = rep.seconds;
         write_json_atomic(hf / "pretrain.json", j);
         fs::rename(hf, out);  // out did not exist (checked above); a sibling, so the same filesystem

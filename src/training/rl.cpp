@@ -1,6 +1,5 @@
 #include "training/rl.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -14,6 +13,7 @@
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/progress.h"
+#include "util/stopwatch.h"
 
 namespace ppolab {
 
@@ -40,13 +40,6 @@ RlSettings RlSettings::read(const StudyConfig& cfg) {
     s.generation_seed = cfg.seed(c.generation_seed);
     return s;
 }
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-}  // namespace
 
 RlRun::RlRun(const Study& s, const FaultHooks& hooks, fs::path rollout_dir)
     : s_(s),
@@ -99,7 +92,7 @@ void RlRun::iterate() {
 
 std::string RlRun::where() const { return cfg_.stage() + " iteration " + std::to_string(pos_.iteration + 1); }
 
-void RlRun::add_seconds(const char* phase, std::chrono::steady_clock::time_point t) {
+void RlRun::add_seconds(const char* phase, Clock::time_point t) {
     phase_totals[phase] = phase_totals.value(phase, 0.0) + since(t);
 }
 

@@ -21,7 +21,6 @@
 // rollout and ends bit for bit where a continuous one ends (SPEC §6), as PPO.
 // `ppolab rloo` runs rl.advantage: RUN/rloo/ or RUN/grpo/.
 #pragma once
-#include <chrono>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -41,6 +40,7 @@
 #include "training/study.h"
 #include "util/json.h"
 #include "util/rng.h"
+#include "util/stopwatch.h"
 
 namespace ppolab {
 
@@ -105,7 +105,7 @@ private:
     // One chunk of an update: rows [begin, end) of the rollouts.
     ChunkOutput policy_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end,
                              const std::string& where);
-    void add_seconds(const char* phase, std::chrono::steady_clock::time_point since);
+    void add_seconds(const char* phase, Clock::time_point started);
 
     const Study& s_;
     const FaultHooks& hooks_;

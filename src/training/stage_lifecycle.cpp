@@ -1,11 +1,10 @@
 #include "training/stage_lifecycle.h"
 
-#include <chrono>
-
 #include "parallel/world.h"
 #include "training/study.h"
 #include "training/tensorboard.h"
 #include "util/error.h"
+#include "util/stopwatch.h"
 
 namespace ppolab {
 
@@ -25,10 +24,10 @@ std::optional<ResumeState> CheckpointFile::load(const json& identity, const std:
 }
 
 void CheckpointFile::save(const ResumeState& state, const std::string& what) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     const int64_t number = written_ + 1;
     if (parallel::world().writer()) write_checkpoint(path_, state, what, hooks_.kill_in_checkpoint(number), number);
-    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    seconds_ += since(t0);
     written_ = number;
 }
 

@@ -1,7 +1,6 @@
 #include "training/supervised_stage.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <limits>
 
@@ -13,6 +12,7 @@
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/sha256.h"
+#include "util/stopwatch.h"
 
 namespace ppolab {
 
@@ -202,7 +202,7 @@ json train_supervised(const Study& s, StageLifecycle& life, const SupervisedSett
 
     // The updates: per epoch a permutation, groups of per_update examples.
     Progress bar(life.what(), std::max<int64_t>(0, stop_epoch * updates_per_epoch - st.updates));
-    const auto started = std::chrono::steady_clock::now();
+    const auto started = Clock::now();
     bool capped = false;
     int64_t done_here = 0;
     for (; st.epoch < stop_epoch && !capped; ++st.epoch) {
@@ -267,7 +267,7 @@ json train_supervised(const Study& s, StageLifecycle& life, const SupervisedSett
         if (every > 0) save_checkpoint(st.epoch + 1, false);
     }
     bar.finish();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double seconds = since(started);
     check_ranks_agree(st.params, name + " end");
     const std::string final_identity = objective.role().learned_identity();
     if (base_frozen_identity(s.base) != s.base_identity) fail(name, ": the frozen base changed during training");

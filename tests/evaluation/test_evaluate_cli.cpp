@@ -97,7 +97,9 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
             EXPECT_EQ(scored_rows.at("rows_detail")[i].at("kl_exact_to_sft"),
                       gen.at("rows_detail")[i].at("kl_exact_to_sft"));
         std::map<std::string, json> probe_response;
+        size_t differs_from_reference = 0;  // the SFT forward stands in for the reference only for SFT itself
         for (const json& r : gen.at("rows_detail")) {
+            differs_from_reference += r.at("actor_logp") != r.at("reference_logp");
             EXPECT_FALSE(r.contains("expected_action")) << r.at("id");
             EXPECT_FALSE(r.contains("rubric")) << r.at("id");
             EXPECT_LE(r.at("response_ids").size(), 8u);
@@ -115,6 +117,7 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
             }
         }
         EXPECT_EQ(probe_response.size(), 20u);
+        if (policy == std::string("ppo")) EXPECT_GT(differs_from_reference, 0u);
         const json scored = read_json_file(run / "eval" / (std::string(policy) + "-scored.json"));
         ASSERT_EQ(scored.at("rows_detail").size(), 260u);
         for (const json& r : scored.at("rows_detail")) {

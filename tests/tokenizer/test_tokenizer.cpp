@@ -170,6 +170,26 @@ TEST(Bpe, DecodeOfByteTokensAndAddedTokens) {
     EXPECT_EQ(t.encode("\xE4\xBD\xA0"), bytes);
 }
 
+TEST(Bpe, DecodeResponseDropsOnlyAFinalEosAndSaysWhetherItDecoded) {
+    Tokenizer t = tiny({}, json::array());
+    const int32_t eos = 'z';  // any id serves as the end token here
+    std::vector<int32_t> ended{'a', 'b', eos};
+    ResponseText r = t.decode_response(ended, true, eos);
+    EXPECT_EQ(r.text, "ab");
+    EXPECT_TRUE(r.decodable);
+    // Cut at the length limit: the same last id is text, not an end.
+    EXPECT_EQ(t.decode_response(ended, false, eos).text, "abz");
+    // Only a final EOS is dropped.
+    std::vector<int32_t> inner{'a', eos, 'b'};
+    EXPECT_EQ(t.decode_response(inner, true, eos).text, "azb");
+    // Invalid UTF-8: the lossy decoding, marked not decodable.
+    std::vector<int32_t> cut{0xE4, 0xBD, eos};
+    r = t.decode_response(cut, true, eos);
+    EXPECT_FALSE(r.decodable);
+    EXPECT_EQ(r.text, "\xEF\xBF\xBD");
+    EXPECT_TRUE(t.decode_response(std::vector<int32_t>{}, true, eos).decodable);
+}
+
 TEST(TokenizerJson, MalformedFilesGiveClearErrors) {
     json good = tiny_json({"ab"}, {"a b"});
     ASSERT_NO_THROW(Tokenizer::from_json_text(good.dump(), "good.json"));
