@@ -615,8 +615,9 @@ Presets (--preset):
            itself; 5 replicates (about 15 minutes on 2 cores, see the README;
            --replicates 1 takes about 5)
   seed     SPEC's exact numbers on Qwen2.5-0.5B-Instruct (--model DIR with its
-           weights); one replicate, hours on 2 cores (each stage once took
-           about 122 minutes on one 2-core machine: BENCHMARKS.md, session 14)
+           weights); one replicate, an hour or more on 2 cores (each stage
+           once took 63 minutes on a 2-core Zen 4, about 122 on a 2-core
+           Emerald Rapids: BENCHMARKS.md, sessions 14 and 16)
   generic  the seed's settings for any Qwen2-family folder (--model DIR)
 
 Options:

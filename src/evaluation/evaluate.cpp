@@ -244,16 +244,16 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     // The policy (no adapters for the base), the reference (SFT) and the judge.
     std::optional<Role> actor;
     if (auto dir = policy_dir(s.run, policy)) actor.emplace(load_role(*dir, policy, RoleKind::policy, s));
-    std::optional<Role> reference, judge;
+    std::optional<RoleModel> reference, judge;
     const bool have_sft = s.reader().exists(s.run.final_dir("sft") / "learned.safetensors");
     const bool have_judge = s.reader().exists(s.run.final_dir("reward") / "learned.safetensors");
     if (set == EvalSet::held_out && !have_judge)
         fail("evaluate: no judge at ", s.run.final_dir("reward").string(), " (run `ppolab reward` first)");
-    if (have_sft) reference.emplace(load_role(s.run.final_dir("sft"), "reference", RoleKind::policy, s));
-    if (have_judge) judge.emplace(load_role(s.run.final_dir("reward"), "reward", RoleKind::reward, s));
+    if (have_sft) reference.emplace(s, s.run.final_dir("sft"), "reference", RoleKind::policy);
+    if (have_judge) judge.emplace(s, s.run.final_dir("reward"), "reward", RoleKind::reward);
     const std::string actor_identity = actor ? actor->learned_identity() : std::string("base (no adapters)");
-    const std::string reference_identity = reference ? reference->learned_identity() : std::string();
-    const std::string judge_identity = judge ? judge->learned_identity() : std::string();
+    const std::string reference_identity = reference ? reference->initial_identity : std::string();
+    const std::string judge_identity = judge ? judge->initial_identity : std::string();
     Qwen2 actor_model(s.base, actor ? &actor->lora : nullptr);
 
     GenerationOptions gen;
@@ -352,15 +352,12 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
 
     // 2. teacher-forced: the judge's score, actor and reference log-probs.
     const auto t_score = Clock::now();
-    Qwen2 reference_model(s.base, reference ? &reference->lora : nullptr);
-    std::optional<Qwen2> judge_model;
-    if (judge) judge_model.emplace(s.base, &judge->lora);
-    Scorer actor_scorer(actor_model), reference_scorer(reference_model);
+    Scorer actor_scorer(actor_model);
     // The SFT policy is its own reference: the same adapters (same learned
     // identity, same config) give the same forward bit for bit, so the
     // actor's forward serves as the reference's.
     const bool reference_is_actor = actor && reference && actor_identity == reference_identity;
-    Scorer& reference_forward = reference_is_actor ? actor_scorer : reference_scorer;
+    Scorer* reference_forward = !reference ? nullptr : reference_is_actor ? &actor_scorer : &reference->scorer;
     {
         // Batches of kScoringChunk rows (each batch the same at any world size), shared across the ranks.
         Progress bar("evaluate " + policy + " score", static_cast<int64_t>(rows.size()));
@@ -377,19 +374,18 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
             for (int64_t k = 0; k < b.B; ++k)
                 rows[first + static_cast<size_t>(k)].actor_logp = response_slice(b, per_pos, k);
             if (reference) {
-                if (!reference_is_actor) reference_scorer.response_logprobs(b, per_pos.data(), false);
+                if (!reference_is_actor) reference->scorer.response_logprobs(b, per_pos.data(), false);
                 for (int64_t k = 0; k < b.B; ++k)
                     rows[first + static_cast<size_t>(k)].reference_logp = response_slice(b, per_pos, k);
-                // From both forwards just run (bit for bit sequence_kl(actor_model, reference_model, b)).
+                // From both forwards just run (bit for bit sequence_kl(actor_model, reference->model, b)).
                 const std::vector<SequenceKl> kl = sequence_kl(
-                    actor_scorer.selected_hidden(), reference_forward.selected_hidden(),
-                    actor_model.weights().output_matrix().view(), reference_model.weights().output_matrix().view(), b);
+                    actor_scorer.selected_hidden(), reference_forward->selected_hidden(),
+                    actor_model.weights().output_matrix().view(), reference->model.weights().output_matrix().view(), b);
                 for (int64_t k = 0; k < b.B; ++k)
                     rows[first + static_cast<size_t>(k)].kl_exact_to_sft = kl[static_cast<size_t>(k)].kl_exact;
             }
             if (judge) {
-                Scorer judge_scorer(*judge_model);
-                judge_scorer.reward_scores(b, *judge->head, scores.data(), false);
+                judge->scorer.reward_scores(b, *judge->role.head, scores.data(), false);
                 for (int64_t k = 0; k < b.B; ++k)
                     rows[first + static_cast<size_t>(k)].learned_score = scores[static_cast<size_t>(k)];
             }
@@ -412,8 +408,8 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     }
     const double scoring_seconds = since(t_score);
     if (actor && actor->learned_identity() != actor_identity) fail("evaluate: the policy changed while generating");
-    if (reference && reference->learned_identity() != reference_identity) fail("evaluate: the reference changed");
-    if (judge && judge->learned_identity() != judge_identity) fail("evaluate: the judge changed while scoring");
+    if (reference && reference->changed()) fail("evaluate: the reference changed");
+    if (judge && judge->changed()) fail("evaluate: the judge changed while scoring");
     if (base_frozen_identity(s.base) != s.base_identity) fail("evaluate: the frozen base changed");
 
     json jrows = json::array();

@@ -116,8 +116,7 @@ std::vector<OverOptSample> sample_rows(const Study& s, Qwen2& policy, const std:
 // The judge's score of every row and, with a policy and a reference, the
 // sequence KL between them; kOverOptScoringRows rows per forward.
 void judge_rows(const Study& s, std::vector<OverOptSample>& rows, const std::vector<std::vector<int32_t>>& prompts,
-                Role& judge, Qwen2& judge_model, Qwen2* policy, Qwen2* reference, const std::string& label) {
-    Scorer judge_scorer(judge_model);
+                RoleModel& judge, Qwen2* policy, Qwen2* reference, const std::string& label) {
     Progress bar(label + " judge", static_cast<int64_t>(rows.size()));
     const size_t batches = (rows.size() + kOverOptScoringRows - 1) / kOverOptScoringRows;
     auto rows_of = [&](size_t j) {
@@ -131,7 +130,7 @@ void judge_rows(const Study& s, std::vector<OverOptSample>& rows, const std::vec
             chunk.push_back(ScoringRow{prompts[static_cast<size_t>(rows[i].prompt)], rows[i].response});
         const ScoringBatch b = s.batch(chunk);
         std::vector<float> scores(static_cast<size_t>(b.B));
-        judge_scorer.reward_scores(b, *judge.head, scores.data(), false);
+        judge.scorer.reward_scores(b, *judge.role.head, scores.data(), false);
         check_finite(scores, "overoptimisation " + label, "judge score");
         for (int64_t k = 0; k < b.B; ++k) rows[first + static_cast<size_t>(k)].proxy = scores[static_cast<size_t>(k)];
         if (policy) {
@@ -220,32 +219,29 @@ OverOptSamples overoptimisation_sample(const Study& s) {
             fail("prompt ", p.id, ": ", ids.back().size(), " tokens, over limits.max_prompt ", s.limits.max_prompt,
                  " (refused, never truncated)");
     }
-    Role sft = load_role(s.run.final_dir("sft"), "reference", RoleKind::policy, s);
-    Role judge = load_role(s.run.final_dir("reward"), "reward", RoleKind::reward, s);
-    const std::string sft_identity = sft.learned_identity(), judge_identity = judge.learned_identity();
-    Qwen2 sft_model(s.base, &sft.lora), judge_model(s.base, &judge.lora);
+    RoleModel sft(s, s.run.final_dir("sft"), "reference", RoleKind::policy);
+    RoleModel judge(s, s.run.final_dir("reward"), "reward", RoleKind::reward);
 
     json points = json::array();
     for (const OverOptPoint& pt : out.points) {
         const auto t = Clock::now();
-        Role policy = load_role(pt.dir, "actor", RoleKind::policy, s);
-        const std::string policy_identity = policy.learned_identity();
-        Qwen2 policy_model(s.base, &policy.lora);
+        RoleModel policy(s, pt.dir, "actor", RoleKind::policy);
         const std::string label = "overoptimisation iteration " + std::to_string(pt.iteration);
         std::vector<OverOptSample> rows =
-            sample_rows(s, policy_model, ids, out.samples_per_prompt, 0, pt.iteration, label);
-        judge_rows(s, rows, ids, judge, judge_model, &policy_model, &sft_model, label);
-        if (policy.learned_identity() != policy_identity) fail("overoptimisation: ", pt.policy, " changed");
+            sample_rows(s, policy.model, ids, out.samples_per_prompt, 0, pt.iteration, label);
+        judge_rows(s, rows, ids, judge, &policy.model, &sft.model, label);
+        if (policy.changed()) fail("overoptimisation: ", pt.policy, " changed");
         out.at_point.push_back(std::move(rows));
-        points.push_back({{"iteration", pt.iteration}, {"policy", pt.policy}, {"learned_identity", policy_identity}});
+        points.push_back(
+            {{"iteration", pt.iteration}, {"policy", pt.policy}, {"learned_identity", policy.initial_identity}});
         out.seconds["iteration-" + std::to_string(pt.iteration)] = since(t);
     }
     const auto t_bon = Clock::now();
-    out.best_of_n = sample_rows(s, sft_model, ids, out.n, 1, 0, "overoptimisation best-of-n");
-    judge_rows(s, out.best_of_n, ids, judge, judge_model, nullptr, nullptr, "overoptimisation best-of-n");
+    out.best_of_n = sample_rows(s, sft.model, ids, out.n, 1, 0, "overoptimisation best-of-n");
+    judge_rows(s, out.best_of_n, ids, judge, nullptr, nullptr, "overoptimisation best-of-n");
     out.seconds["best_of_n"] = since(t_bon);
-    if (sft.learned_identity() != sft_identity) fail("overoptimisation: the SFT reference changed");
-    if (judge.learned_identity() != judge_identity) fail("overoptimisation: the judge changed while scoring");
+    if (sft.changed()) fail("overoptimisation: the SFT reference changed");
+    if (judge.changed()) fail("overoptimisation: the judge changed while scoring");
     if (base_frozen_identity(s.base) != s.base_identity) fail("overoptimisation: the frozen base changed");
 
     const GenerationOptions gen = sampling_options(s);
@@ -254,8 +250,8 @@ OverOptSamples overoptimisation_sample(const Study& s) {
     out.identity["population"] = "test";
     out.identity["data"] = {{"eval/test_prompts.jsonl",
                              load_manifest(s.reader(), s.run.corpus()).files.at("eval/test_prompts.jsonl").sha256}};
-    out.identity["sft_learned_identity"] = sft_identity;
-    out.identity["judge_learned_identity"] = judge_identity;
+    out.identity["sft_learned_identity"] = sft.initial_identity;
+    out.identity["judge_learned_identity"] = judge.initial_identity;
     out.identity["points"] = points;
     out.identity["sampling"] = {
         {"temperature", 1.0},

@@ -31,26 +31,21 @@ std::vector<double> answer_sums(const ScoringBatch& b, const std::vector<float>&
 // (the frozen SFT) only scores.
 class DpoObjective final : public SupervisedObjective {
 public:
-    DpoObjective(const Study& s, Role policy, Role reference, double beta, const FaultHooks& hooks)
+    // Both roles from the SFT's final/: the policy to learn, the reference frozen.
+    DpoObjective(const Study& s, const fs::path& sft, double beta, const FaultHooks& hooks)
         : study_(s),
           hooks_(hooks),
           beta_(beta),
-          policy_(std::move(policy)),
-          reference_(std::move(reference)),
-          reference_identity_(reference_.learned_identity()),
-          model_(s.base, &policy_.lora),
-          reference_model_(s.base, &reference_.lora),
-          scorer_(model_),
-          reference_scorer_(reference_model_) {}
-    // The models point into the roles, the scorers into the models: never copied or moved.
-    DpoObjective(const DpoObjective&) = delete;
-    DpoObjective& operator=(const DpoObjective&) = delete;
+          policy_(s, sft, "dpo", RoleKind::policy),
+          reference_(s, sft, "reference", RoleKind::policy) {}
 
-    Role& role() override { return policy_; }
+    Role& role() override { return policy_.role; }
+    const std::string& initial_identity() const { return policy_.initial_identity; }
+    const std::string& reference_identity() const { return reference_.initial_identity; }
 
     // Error if the reference's adapters changed (they never should).
     void check_reference_unchanged() {
-        if (reference_.learned_identity() != reference_identity_) fail("dpo: the frozen reference changed");
+        if (reference_.changed()) fail("dpo: the frozen reference changed");
     }
 
     double denominator(const std::vector<const SupervisedExample*>& group) const override {
@@ -64,8 +59,8 @@ public:
         const int64_t n = static_cast<int64_t>(group.size());
         const ScoringBatch b = study_.pair_batch(rows);
         std::vector<float> logp(static_cast<size_t>(b.B * b.T)), ref(logp.size());
-        scorer_.response_logprobs(b, logp.data(), true);
-        reference_scorer_.response_logprobs(b, ref.data(), false);
+        policy_.scorer.response_logprobs(b, logp.data(), true);
+        reference_.scorer.response_logprobs(b, ref.data(), false);
         if (hooks_.nonfinite("dpo", "loss", update)) logp[0] = std::numeric_limits<float>::quiet_NaN();
         const std::vector<double> pi = answer_sums(b, logp), rho = answer_sums(b, ref);
         check_finite(pi, where, "policy log-probability");
@@ -81,7 +76,7 @@ public:
                 if (b.response_mask[i * b.T + t])
                     dlogp[i * b.T + t] = static_cast<float>(b.mask[i * b.T + t] == 3 ? drejected[static_cast<size_t>(i)]
                                                                                      : dchosen[static_cast<size_t>(i)]);
-        scorer_.response_logprobs_backward(b, dlogp.data());
+        policy_.scorer.response_logprobs_backward(b, dlogp.data());
         for (int64_t i = 0; i < n; ++i) {
             const DpoPairTerms& t = terms[static_cast<size_t>(i)];
             trace.push_back({{"id", group[static_cast<size_t>(i)]->id},
@@ -102,8 +97,8 @@ public:
             const int64_t n = static_cast<int64_t>(end - i);
             const ScoringBatch b = study_.pair_batch(part);
             std::vector<float> logp(static_cast<size_t>(b.B * b.T)), ref(logp.size());
-            scorer_.response_logprobs(b, logp.data(), false);
-            reference_scorer_.response_logprobs(b, ref.data(), false);
+            policy_.scorer.response_logprobs(b, logp.data(), false);
+            reference_.scorer.response_logprobs(b, ref.data(), false);
             const std::vector<double> pi = answer_sums(b, logp), rho = answer_sums(b, ref);
             std::vector<DpoPairTerms> terms(static_cast<size_t>(n));
             loss += dpo_loss(pi.data(), pi.data() + n, rho.data(), rho.data() + n, n, beta_, nullptr, nullptr,
@@ -132,10 +127,7 @@ private:
     const Study& study_;
     const FaultHooks& hooks_;
     double beta_;
-    Role policy_, reference_;
-    std::string reference_identity_;
-    Qwen2 model_, reference_model_;
-    Scorer scorer_, reference_scorer_;
+    RoleModel policy_, reference_;
 };
 
 }  // namespace
@@ -158,14 +150,12 @@ json run_dpo(const Study& s, StageMode mode) {
     check_limits(s, data.validation, true);
 
     // 2. the roles: the policy starts as the SFT adapters, the reference is the frozen SFT
-    Role policy = load_role(sft, "dpo", RoleKind::policy, s);
-    Role reference = load_role(sft, "reference", RoleKind::policy, s);
-    data.initial_identity = policy.learned_identity();
+    DpoObjective objective(s, sft, s.cfg.dpo.beta, life.hooks());
+    data.initial_identity = objective.initial_identity();
     data.data_identity = pairs_data_identity(s, manifest);
-    data.data_identity["reference_learned_identity"] = reference.learned_identity();
+    data.data_identity["reference_learned_identity"] = objective.reference_identity();
     data.sampler_stream = 4;
     data.denominator_kind = "pairs";
-    DpoObjective objective(s, std::move(policy), std::move(reference), s.cfg.dpo.beta, life.hooks());
 
     // 3. the epochs, the exact state and the report
     json report = train_supervised(s, life, settings, objective, data);

@@ -83,24 +83,14 @@ PpoRun::PpoRun(const Study& s, const FaultHooks& hooks, fs::path rollout_dir)
       hooks_(hooks),
       rollout_dir_(std::move(rollout_dir)),
       cfg_(PpoSettings::read(s.cfg)),
-      actor_(load_role(s.run.final_dir("sft"), "actor", RoleKind::policy, s)),
-      reference_(load_role(s.run.final_dir("sft"), "reference", RoleKind::policy, s)),
-      critic_(load_role(s.run.final_dir("sft"), "critic", RoleKind::critic, s)),
-      judge_(load_role(s.run.final_dir("reward"), "reward", RoleKind::reward, s)),
-      reference_identity_(reference_.learned_identity()),
-      judge_identity_(judge_.learned_identity()),
-      actor_model_(s.base, &actor_.lora),
-      reference_model_(s.base, &reference_.lora),
-      critic_model_(s.base, &critic_.lora),
-      judge_model_(s.base, &judge_.lora),
-      actor_scorer_(actor_model_),
-      reference_scorer_(reference_model_),
-      critic_scorer_(critic_model_),
-      judge_scorer_(judge_model_),
+      actor_(s, s.run.final_dir("sft"), "actor", RoleKind::policy),
+      reference_(s, s.run.final_dir("sft"), "reference", RoleKind::policy),
+      critic_(s, s.run.final_dir("sft"), "critic", RoleKind::critic),
+      judge_(s, s.run.final_dir("reward"), "reward", RoleKind::reward),
       actor_schedule_(schedule_of(cfg_, cfg_.actor_lr)),
       critic_schedule_(schedule_of(cfg_, cfg_.critic_lr)),
-      actor_params_(actor_.parameters()),
-      critic_params_(critic_.parameters()),
+      actor_params_(actor_.role.parameters()),
+      critic_params_(critic_.role.parameters()),
       actor_opt_(actor_params_, cfg_.adam),
       critic_opt_(critic_params_, cfg_.adam),
       sampler_(cfg_.sampler_seed, 3) {
@@ -109,9 +99,9 @@ PpoRun::PpoRun(const Study& s, const FaultHooks& hooks, fs::path rollout_dir)
     prompts_ = RolloutPrompts::load(s);
     identity_ = s.identity();
     identity_["stage"] = cfg_.stage();
-    identity_["sft_learned_identity"] = actor_.learned_identity();
-    identity_["reward_learned_identity"] = judge_identity_;
-    identity_["critic_initial_identity"] = critic_.learned_identity();
+    identity_["sft_learned_identity"] = actor_.initial_identity;
+    identity_["reward_learned_identity"] = judge_.initial_identity;
+    identity_["critic_initial_identity"] = critic_.initial_identity;
     identity_["data"] = prompts_.data_identity;
     identity_["design_switches"] = cfg_.design_switches();
     identity_["actor_schedule"] = actor_schedule_.to_json();
@@ -150,7 +140,7 @@ std::vector<Rollout> PpoRun::rollout() {
     std::vector<Rollout> rollouts =
         rollouts_by_chunks(cfg_.chunks, cfg_.prompts_per_iteration, pos_.seen, [&](int64_t begin, int64_t end) {
             const auto t = Clock::now();
-            std::vector<Rollout> chunk = sample_rollouts(actor_model_, s_, prompts_, chosen, 1, cfg_.generation_seed,
+            std::vector<Rollout> chunk = sample_rollouts(actor_.model, s_, prompts_, chosen, 1, cfg_.generation_seed,
                                                          kSlotStreamTag, pos_.iteration + 1, begin, end);
             add_seconds("generation", since(t));
             score(chunk);
@@ -165,15 +155,15 @@ void PpoRun::score(std::vector<Rollout>& chunk) {
     const int64_t B = batch.B;
     std::vector<float> per_pos(static_cast<size_t>(B * batch.T)), scores(static_cast<size_t>(B));
     auto t = Clock::now();
-    reference_scorer_.response_logprobs(batch, per_pos.data(), false);
+    reference_.scorer.response_logprobs(batch, per_pos.data(), false);
     for (int64_t b = 0; b < B; ++b) chunk[static_cast<size_t>(b)].ref_logp = response_slice(batch, per_pos.data(), b);
     add_seconds("reference", since(t));
     t = Clock::now();
-    critic_scorer_.critic_values(batch, *critic_.head, per_pos.data(), false);
+    critic_.scorer.critic_values(batch, *critic_.role.head, per_pos.data(), false);
     for (int64_t b = 0; b < B; ++b) chunk[static_cast<size_t>(b)].values = response_slice(batch, per_pos.data(), b);
     add_seconds("critic_values", since(t));
     t = Clock::now();
-    judge_scorer_.reward_scores(batch, *judge_.head, scores.data(), false);
+    judge_.scorer.reward_scores(batch, *judge_.role.head, scores.data(), false);
     for (int64_t b = 0; b < B; ++b) chunk[static_cast<size_t>(b)].score = scores[static_cast<size_t>(b)];
     add_seconds("judge", since(t));
 }
@@ -245,7 +235,7 @@ ChunkOutput PpoRun::actor_chunk(const std::vector<Rollout>& rollouts, int64_t be
     const double dB = static_cast<double>(rollouts.size());  // the mean over the whole update's rows
     const ScoringBatch batch = rollout_batch(s_, rollouts, begin, end);
     std::vector<float> logp_now(static_cast<size_t>(batch.B * batch.T)), dlogp(logp_now.size(), 0.f);
-    actor_scorer_.response_logprobs(batch, logp_now.data(), true);
+    actor_.scorer.response_logprobs(batch, logp_now.data(), true);
     check_finite(logp_now, where, "actor log-prob");
     ChunkOutput out;
     for (int64_t b = 0; b < batch.B; ++b) {
@@ -273,7 +263,7 @@ ChunkOutput PpoRun::actor_chunk(const std::vector<Rollout>& rollouts, int64_t be
         out.loss += al.loss / dB;
         out.trace.push_back(std::move(row));
     }
-    actor_scorer_.response_logprobs_backward(batch, dlogp.data());
+    actor_.scorer.response_logprobs_backward(batch, dlogp.data());
     return out;
 }
 
@@ -282,7 +272,7 @@ ChunkOutput PpoRun::critic_chunk(const std::vector<Rollout>& rollouts, int64_t b
     const double dB = static_cast<double>(rollouts.size());
     const ScoringBatch batch = rollout_batch(s_, rollouts, begin, end);
     std::vector<float> v_now(static_cast<size_t>(batch.B * batch.T)), dv(v_now.size(), 0.f);
-    critic_scorer_.critic_values(batch, *critic_.head, v_now.data(), true);
+    critic_.scorer.critic_values(batch, *critic_.role.head, v_now.data(), true);
     check_finite(v_now, where, "critic value");
     ChunkOutput out;
     for (int64_t b = 0; b < batch.B; ++b) {
@@ -303,7 +293,7 @@ ChunkOutput PpoRun::critic_chunk(const std::vector<Rollout>& rollouts, int64_t b
         out.loss += loss;
         out.trace.push_back({{"loss", loss}, {"clipfrac", clipfrac}});
     }
-    critic_scorer_.critic_values_backward(batch, *critic_.head, dv.data());
+    critic_.scorer.critic_values_backward(batch, *critic_.role.head, dv.data());
     return out;
 }
 
@@ -317,7 +307,7 @@ UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts) {
         // The actor: clipped surrogate on the log-probs now, against old_logp. Row sums in row order.
         auto t = Clock::now();
         const ChunkOutput actor = chunked_gradient(
-            actor_params_, cfg_.chunks, B, [&] { actor_.zero_grad(); },
+            actor_params_, cfg_.chunks, B, [&] { actor_.role.zero_grad(); },
             [&](int64_t begin, int64_t end) { return actor_chunk(rollouts, begin, end, u, uwhere); });
         double policy_loss = 0, kl_loss = 0, clipfrac = 0, approxkl = 0, max_rescore_diff = 0;
         for (const json& row : actor.trace) {
@@ -342,7 +332,7 @@ UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts) {
         // The critic: ½(V − R)² on the values now, against the returns.
         t = Clock::now();
         const ChunkOutput critic = chunked_gradient(
-            critic_params_, cfg_.chunks, B, [&] { critic_.zero_grad(); },
+            critic_params_, cfg_.chunks, B, [&] { critic_.role.zero_grad(); },
             [&](int64_t begin, int64_t end) { return critic_chunk(rollouts, begin, end, uwhere); });
         double value_loss = 0, value_clipfrac = 0;
         for (const json& row : critic.trace) {
@@ -423,8 +413,8 @@ ResumeState PpoRun::exact_state() {
     st.identity = identity_;
     st.learned["actor"] = capture_params(actor_params_);
     st.learned["critic"] = capture_params(critic_params_);
-    st.learned["reference"] = capture_params(reference_.parameters());
-    st.learned["reward"] = capture_params(judge_.parameters());
+    st.learned["reference"] = capture_params(reference_.role.parameters());
+    st.learned["reward"] = capture_params(judge_.role.parameters());
     st.optimizers["actor"] = actor_opt_.state();
     st.optimizers["critic"] = critic_opt_.state();
     st.schedulers["actor"] = SchedulerState{actor_schedule_, pos_.updates};
@@ -447,19 +437,17 @@ void PpoRun::restore(const ResumeState& st, const fs::path& from_path) {
 }
 
 void PpoRun::check_isolation() {
-    ppolab::check_isolation({isolation_view(actor_, false), isolation_view(critic_, false),
-                             isolation_view(reference_, true), isolation_view(judge_, true)});
+    ppolab::check_isolation({isolation_view(actor_.role, false), isolation_view(critic_.role, false),
+                             isolation_view(reference_.role, true), isolation_view(judge_.role, true)});
 }
 
 void PpoRun::check_roles(int64_t done) {
     check_isolation();
-    if (reference_.learned_identity() != reference_identity_) fail("ppo: the frozen reference changed");
-    if (judge_.learned_identity() != judge_identity_) fail("ppo: the frozen judge changed");
+    if (reference_.changed()) fail("ppo: the frozen reference changed");
+    if (judge_.changed()) fail("ppo: the frozen judge changed");
     if (base_frozen_identity(s_.base) != s_.base_identity) fail("ppo: the frozen base changed");
-    if (done > 0 && actor_.learned_identity() == identity_["sft_learned_identity"])
-        fail("ppo: the actor did not learn");
-    if (done > 0 && critic_.learned_identity() == identity_["critic_initial_identity"])
-        fail("ppo: the critic did not learn");
+    if (done > 0 && !actor_.changed()) fail("ppo: the actor did not learn");
+    if (done > 0 && !critic_.changed()) fail("ppo: the critic did not learn");
 }
 
 namespace {

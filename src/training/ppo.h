@@ -103,7 +103,6 @@ public:
     // Loads the roles (RUN/sft/final, RUN/reward/final) and the rollout
     // prompts; rollout files go to `rollout_dir`.
     PpoRun(const Study& study, const FaultHooks& hooks, fs::path rollout_dir);
-    // The models point into the roles, the scorers into the models.
     PpoRun(const PpoRun&) = delete;
     PpoRun& operator=(const PpoRun&) = delete;
 
@@ -131,12 +130,12 @@ public:
     int64_t updates() const { return pos_.updates; }
     const json& history() const { return pos_.history; }
     const json& consumed() const { return pos_.consumed; }
-    Role& actor() { return actor_; }
-    Role& critic() { return critic_; }
-    Role& reference() { return reference_; }
-    Role& judge() { return judge_; }
-    const std::string& reference_identity() const { return reference_identity_; }
-    const std::string& judge_identity() const { return judge_identity_; }
+    Role& actor() { return actor_.role; }
+    Role& critic() { return critic_.role; }
+    Role& reference() { return reference_.role; }
+    Role& judge() { return judge_.role; }
+    const std::string& reference_identity() const { return reference_.initial_identity; }
+    const std::string& judge_identity() const { return judge_.initial_identity; }
 
     // Beside the exact state: per-iteration phase seconds ({"iteration",
     // "seconds": {phase: s}}) and the re-score probe of the report (per-token
@@ -161,10 +160,7 @@ private:
     const PpoSettings cfg_;
     // Four roles (SPEC §2): actor and critic from SFT, reference an independent
     // frozen SFT copy, the judge frozen. The BF16 base is shared read-only.
-    Role actor_, reference_, critic_, judge_;
-    const std::string reference_identity_, judge_identity_;
-    Qwen2 actor_model_, reference_model_, critic_model_, judge_model_;
-    Scorer actor_scorer_, reference_scorer_, critic_scorer_, judge_scorer_;
+    RoleModel actor_, reference_, critic_, judge_;
     RolloutPrompts prompts_;
     Schedule actor_schedule_, critic_schedule_;
     ParamList actor_params_, critic_params_;

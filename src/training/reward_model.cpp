@@ -20,12 +20,9 @@ namespace {
 class RewardObjective final : public SupervisedObjective {
 public:
     RewardObjective(const Study& s, Role r, const FaultHooks& hooks)
-        : study_(s), hooks_(hooks), role_(std::move(r)), model_(s.base, &role_.lora), scorer_(model_) {}
-    // model_ points into role_, scorer_ into model_: never copied or moved.
-    RewardObjective(const RewardObjective&) = delete;
-    RewardObjective& operator=(const RewardObjective&) = delete;
+        : study_(s), hooks_(hooks), role_(s, std::move(r)) {}
 
-    Role& role() override { return role_; }
+    Role& role() override { return role_.role; }
 
     double denominator(const std::vector<const SupervisedExample*>& group) const override {
         return static_cast<double>(group.size());
@@ -37,12 +34,12 @@ public:
         const int64_t n = static_cast<int64_t>(group.size());
         ScoringBatch b = study_.pair_batch(rows);  // each pair's prompt computed once
         std::vector<float> scores(static_cast<size_t>(2 * n)), dscores(scores.size());
-        scorer_.reward_scores(b, *role_.head, scores.data(), true);
+        role_.scorer.reward_scores(b, *role_.role.head, scores.data(), true);
         if (hooks_.nonfinite("reward", "score", update)) scores[0] = std::numeric_limits<float>::quiet_NaN();
         check_finite(scores, where, "judge score");
         double loss =
             bradley_terry_loss(scores.data(), scores.data() + n, n, dscores.data(), dscores.data() + n, denominator);
-        scorer_.reward_scores_backward(b, *role_.head, dscores.data());
+        role_.scorer.reward_scores_backward(b, *role_.role.head, dscores.data());
         for (int64_t i = 0; i < n; ++i)
             trace.push_back({{"id", group[static_cast<size_t>(i)]->id},
                              {"chosen", scores[static_cast<size_t>(i)]},
@@ -60,7 +57,7 @@ public:
             const int64_t n = static_cast<int64_t>(end - i);
             ScoringBatch b = study_.pair_batch(part);
             std::vector<float> scores(static_cast<size_t>(2 * n));
-            scorer_.reward_scores(b, *role_.head, scores.data(), false);
+            role_.scorer.reward_scores(b, *role_.role.head, scores.data(), false);
             loss += bradley_terry_loss(scores.data(), scores.data() + n, n, nullptr, nullptr) * static_cast<double>(n);
             for (int64_t k = 0; k < n; ++k) {
                 correct += scores[k] > scores[n + k];
@@ -79,9 +76,7 @@ public:
 private:
     const Study& study_;
     const FaultHooks& hooks_;
-    Role role_;
-    Qwen2 model_;
-    Scorer scorer_;
+    RoleModel role_;
 };
 
 std::vector<SupervisedExample> encode_votes(const Study& s, const std::vector<VotePair>& pairs) {

@@ -46,30 +46,22 @@ RlRun::RlRun(const Study& s, const FaultHooks& hooks, fs::path rollout_dir)
       hooks_(hooks),
       rollout_dir_(std::move(rollout_dir)),
       cfg_(RlSettings::read(s.cfg)),
-      policy_(load_role(s.run.final_dir("sft"), "policy", RoleKind::policy, s)),
-      reference_(load_role(s.run.final_dir("sft"), "reference", RoleKind::policy, s)),
-      judge_(load_role(s.run.final_dir("reward"), "reward", RoleKind::reward, s)),
-      reference_identity_(reference_.learned_identity()),
-      judge_identity_(judge_.learned_identity()),
-      policy_model_(s.base, &policy_.lora),
-      reference_model_(s.base, &reference_.lora),
-      judge_model_(s.base, &judge_.lora),
-      policy_scorer_(policy_model_),
-      reference_scorer_(reference_model_),
-      judge_scorer_(judge_model_),
+      policy_(s, s.run.final_dir("sft"), "policy", RoleKind::policy),
+      reference_(s, s.run.final_dir("sft"), "reference", RoleKind::policy),
+      judge_(s, s.run.final_dir("reward"), "reward", RoleKind::reward),
       prompts_(RolloutPrompts::load(s)),
       schedule_(Schedule{cfg_.iterations * cfg_.updates_per_iteration, cfg_.lr, cfg_.warmup_ratio, cfg_.min_lr_ratio}),
-      params_(policy_.parameters()),
+      params_(policy_.role.parameters()),
       opt_(params_, cfg_.adam),
       sampler_(cfg_.sampler_seed, 5) {
     parallel::my_chunks(cfg_.chunks);  // refuses a world size that does not divide the chunks, before any work
-    ppolab::check_isolation(
-        {isolation_view(policy_, false), isolation_view(reference_, true), isolation_view(judge_, true)});
+    ppolab::check_isolation({isolation_view(policy_.role, false), isolation_view(reference_.role, true),
+                             isolation_view(judge_.role, true)});
     identity_ = s.identity();
     identity_["stage"] = cfg_.stage();
     identity_["advantage"] = cfg_.stage();
-    identity_["sft_learned_identity"] = policy_.learned_identity();
-    identity_["reward_learned_identity"] = judge_identity_;
+    identity_["sft_learned_identity"] = policy_.initial_identity;
+    identity_["reward_learned_identity"] = judge_.initial_identity;
     identity_["data"] = prompts_.data_identity;
     identity_["schedule"] = schedule_.to_json();
 }
@@ -104,7 +96,7 @@ std::vector<Rollout> RlRun::rollout() {
     std::vector<Rollout> rollouts = rollouts_by_chunks(cfg_.chunks, slots, pos_.seen, [&](int64_t begin, int64_t end) {
         auto t = Clock::now();
         std::vector<Rollout> chunk =
-            sample_rollouts(policy_model_, s_, prompts_, chosen, cfg_.samples_per_prompt, cfg_.generation_seed,
+            sample_rollouts(policy_.model, s_, prompts_, chosen, cfg_.samples_per_prompt, cfg_.generation_seed,
                             kSlotStreamTag, pos_.iteration + 1, begin, end);
         add_seconds("generation", t);
         t = Clock::now();
@@ -130,8 +122,8 @@ void RlRun::score(std::vector<Rollout>& chunk) {
     const ScoringBatch batch = rollout_batch(s_, chunk, 0, static_cast<int64_t>(chunk.size()));
     const int64_t B = batch.B;
     std::vector<float> per_pos(static_cast<size_t>(B * batch.T)), scores(static_cast<size_t>(B));
-    reference_scorer_.response_logprobs(batch, per_pos.data(), false);
-    judge_scorer_.reward_scores(batch, *judge_.head, scores.data(), false);
+    reference_.scorer.response_logprobs(batch, per_pos.data(), false);
+    judge_.scorer.reward_scores(batch, *judge_.role.head, scores.data(), false);
     for (int64_t b = 0; b < B; ++b) {
         Rollout& r = chunk[static_cast<size_t>(b)];
         r.ref_logp = response_slice(batch, per_pos.data(), b);
@@ -165,7 +157,7 @@ ChunkOutput RlRun::policy_chunk(const std::vector<Rollout>& rollouts, int64_t be
     const double dB = static_cast<double>(rollouts.size());  // the mean over the whole update's rows
     const ScoringBatch batch = rollout_batch(s_, rollouts, begin, end);
     std::vector<float> logp_now(static_cast<size_t>(batch.B * batch.T)), dlogp(logp_now.size(), 0.f);
-    policy_scorer_.response_logprobs(batch, logp_now.data(), true);
+    policy_.scorer.response_logprobs(batch, logp_now.data(), true);
     check_finite(logp_now, where, "policy log-prob");
     ChunkOutput out;
     for (int64_t b = 0; b < batch.B; ++b) {
@@ -176,7 +168,7 @@ ChunkOutput RlRun::policy_chunk(const std::vector<Rollout>& rollouts, int64_t be
         out.loss += al.loss / dB;
         out.trace.push_back({{"loss", al.loss / dB}, {"clipfrac", al.clipfrac / dB}, {"approxkl", al.approxkl / dB}});
     }
-    policy_scorer_.response_logprobs_backward(batch, dlogp.data());
+    policy_.scorer.response_logprobs_backward(batch, dlogp.data());
     return out;
 }
 
@@ -189,7 +181,7 @@ json RlRun::update(const std::vector<Rollout>& rollouts) {
         const double lr = schedule_.at(pos_.updates);
         // PPO's clipped surrogate on the log-probs now, against old_logp; row sums in row order.
         const ChunkOutput out = chunked_gradient(
-            params_, cfg_.chunks, B, [&] { policy_.zero_grad(); },
+            params_, cfg_.chunks, B, [&] { policy_.role.zero_grad(); },
             [&](int64_t begin, int64_t end) { return policy_chunk(rollouts, begin, end, uwhere); });
         double loss = 0, clipfrac = 0, approxkl = 0;
         for (const json& row : out.trace) {
@@ -279,8 +271,8 @@ ResumeState RlRun::exact_state() {
     ResumeState st;
     st.identity = identity_;
     st.learned["policy"] = capture_params(params_);
-    st.learned["reference"] = capture_params(reference_.parameters());
-    st.learned["reward"] = capture_params(judge_.parameters());
+    st.learned["reference"] = capture_params(reference_.role.parameters());
+    st.learned["reward"] = capture_params(judge_.role.parameters());
     st.optimizers["policy"] = opt_.state();
     st.schedulers["policy"] = SchedulerState{schedule_, pos_.updates};
     st.rngs["sampler"] = sampler_;  // generation draws from slot-keyed streams (rollouts.h): no state
@@ -299,14 +291,13 @@ void RlRun::restore(const ResumeState& st, const fs::path& from_path) {
 }
 
 void RlRun::check_roles(int64_t done) {
-    ppolab::check_isolation(
-        {isolation_view(policy_, false), isolation_view(reference_, true), isolation_view(judge_, true)});
+    ppolab::check_isolation({isolation_view(policy_.role, false), isolation_view(reference_.role, true),
+                             isolation_view(judge_.role, true)});
     const std::string st = cfg_.stage();
-    if (reference_.learned_identity() != reference_identity_) fail(st, ": the frozen reference changed");
-    if (judge_.learned_identity() != judge_identity_) fail(st, ": the frozen judge changed");
+    if (reference_.changed()) fail(st, ": the frozen reference changed");
+    if (judge_.changed()) fail(st, ": the frozen judge changed");
     if (base_frozen_identity(s_.base) != s_.base_identity) fail(st, ": the frozen base changed");
-    if (done > 0 && policy_.learned_identity() == identity_["sft_learned_identity"])
-        fail(st, ": the policy did not learn");
+    if (done > 0 && !policy_.changed()) fail(st, ": the policy did not learn");
 }
 
 json run_rl(const Study& s, StageMode mode) {

@@ -82,9 +82,9 @@ public:
     int64_t updates() const { return pos_.updates; }
     const json& history() const { return pos_.history; }
     const json& consumed() const { return pos_.consumed; }
-    Role& policy() { return policy_; }
-    const std::string& reference_identity() const { return reference_identity_; }
-    const std::string& judge_identity() const { return judge_identity_; }
+    Role& policy() { return policy_.role; }
+    const std::string& reference_identity() const { return reference_.initial_identity; }
+    const std::string& judge_identity() const { return judge_.initial_identity; }
     json phase_totals = json::object();  // seconds per phase over this process's iterations (not in the state)
 
     // The steps of iterate, in order.
@@ -111,10 +111,7 @@ private:
     const FaultHooks& hooks_;
     const fs::path rollout_dir_;
     const RlSettings cfg_;
-    Role policy_, reference_, judge_;
-    const std::string reference_identity_, judge_identity_;
-    Qwen2 policy_model_, reference_model_, judge_model_;
-    Scorer policy_scorer_, reference_scorer_, judge_scorer_;
+    RoleModel policy_, reference_, judge_;
     RolloutPrompts prompts_;
     Schedule schedule_;
     ParamList params_;

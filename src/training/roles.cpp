@@ -164,23 +164,25 @@ Role load_role(const fs::path& dir, const std::string& name, RoleKind kind, cons
     return r;
 }
 
+RoleModel::RoleModel(const Study& study, Role r)
+    : role(std::move(r)), initial_identity(role.learned_identity()), model(study.base, &role.lora), scorer(model) {}
+
+RoleModel::RoleModel(const Study& study, const fs::path& dir, const std::string& name, RoleKind kind)
+    : RoleModel(study, load_role(dir, name, kind, study)) {}
+
 FrozenJudge::FrozenJudge(const Study& study, const fs::path& dir)
-    : study_(study),
-      judge_(load_role(dir, "reward", RoleKind::reward, study)),
-      identity_(judge_.learned_identity()),
-      model_(study.base, &judge_.lora),
-      scorer_(model_) {}
+    : study_(study), judge_(study, dir, "reward", RoleKind::reward) {}
 
 FrozenJudge::Scores FrozenJudge::score(const std::vector<int32_t>& prompt, const std::vector<int32_t>& chosen,
                                        const std::vector<int32_t>& rejected) {
     const ScoringBatch b = study_.pair_batch({ScoringRow{prompt, chosen}, ScoringRow{prompt, rejected}});
     float s[2];
-    scorer_.reward_scores(b, *judge_.head, s, false);
+    judge_.scorer.reward_scores(b, *judge_.role.head, s, false);
     return {s[0], s[1]};
 }
 
 void FrozenJudge::check_unchanged(const std::string& what) {
-    if (judge_.learned_identity() != identity_) fail(what, ": the judge changed while scoring");
+    if (judge_.changed()) fail(what, ": the judge changed while scoring");
 }
 
 }  // namespace ppolab

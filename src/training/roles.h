@@ -55,6 +55,27 @@ Role load_role(const fs::path& dir, const std::string& name, RoleKind kind, cons
 // parameters without gradient buffers.
 RoleView isolation_view(Role& role, bool frozen);
 
+// A role with its forward on the shared base: the role, the Qwen2 reading
+// its adapters and that model's scorer, in this order (the model points into
+// the role, the scorer into the model: never copied or moved). The learned
+// identity it started with is kept, so that a frozen role can show it did
+// not change and a learner that it did.
+struct RoleModel {
+    RoleModel(const Study& study, Role r);
+    // Loaded from final/ (load_role).
+    RoleModel(const Study& study, const fs::path& dir, const std::string& name, RoleKind kind);
+    RoleModel(const RoleModel&) = delete;
+    RoleModel& operator=(const RoleModel&) = delete;
+
+    // Whether the learned tensors differ from those it started with.
+    bool changed() { return role.learned_identity() != initial_identity; }
+
+    Role role;
+    const std::string initial_identity;
+    Qwen2 model;
+    Scorer scorer;
+};
+
 // The frozen judge of final/ scoring held-out pairs one at a time
 // (reward-test, the vote test): a pair packed in one row (Study::pair_batch),
 // and a check that its learned identity did not change while it scored.
@@ -71,16 +92,13 @@ public:
 
     Scores score(const std::vector<int32_t>& prompt, const std::vector<int32_t>& chosen,
                  const std::vector<int32_t>& rejected);
-    const std::string& identity() const { return identity_; }
+    const std::string& identity() const { return judge_.initial_identity; }
     // Error naming `what` if the judge's learned tensors changed.
     void check_unchanged(const std::string& what);
 
 private:
     const Study& study_;
-    Role judge_;
-    std::string identity_;
-    Qwen2 model_;
-    Scorer scorer_;
+    RoleModel judge_;
 };
 
 }  // namespace ppolab

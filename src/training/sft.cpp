@@ -19,13 +19,9 @@ namespace {
 // Summed token loss of a chunk / the update's active tokens.
 class SftObjective final : public SupervisedObjective {
 public:
-    SftObjective(const Study& s, Role r, const FaultHooks& hooks)
-        : study_(s), hooks_(hooks), role_(std::move(r)), model_(s.base, &role_.lora), scorer_(model_) {}
-    // model_ points into role_, scorer_ into model_: never copied or moved.
-    SftObjective(const SftObjective&) = delete;
-    SftObjective& operator=(const SftObjective&) = delete;
+    SftObjective(const Study& s, Role r, const FaultHooks& hooks) : study_(s), hooks_(hooks), role_(s, std::move(r)) {}
 
-    Role& role() override { return role_; }
+    Role& role() override { return role_.role; }
 
     double denominator(const std::vector<const SupervisedExample*>& group) const override {
         double tokens = 0;
@@ -39,11 +35,11 @@ public:
         for (const SupervisedExample* e : group) rows.push_back(e->first);
         ScoringBatch b = study_.batch(rows);
         std::vector<float> logp(static_cast<size_t>(b.B * b.T)), dlogp(logp.size());
-        scorer_.response_logprobs(b, logp.data(), true);
+        role_.scorer.response_logprobs(b, logp.data(), true);
         if (hooks_.nonfinite("sft", "loss", update)) logp[0] = std::numeric_limits<float>::quiet_NaN();
         double loss = sft_token_loss(logp.data(), b.response_mask.data(), b.B * b.T, denominator, dlogp.data());
         check_finite(loss, where, "loss (token cross-entropy)");
-        scorer_.response_logprobs_backward(b, dlogp.data());
+        role_.scorer.response_logprobs_backward(b, dlogp.data());
         for (size_t i = 0; i < group.size(); ++i) {
             double sum = 0;
             for (int64_t t = 0; t < b.T; ++t)
@@ -62,7 +58,7 @@ public:
             for (size_t j = i; j < std::min(rows.size(), i + chunk); ++j) part.push_back(rows[j].first);
             ScoringBatch b = study_.batch(part);
             std::vector<float> logp(static_cast<size_t>(b.B * b.T));
-            scorer_.response_logprobs(b, logp.data(), false);
+            role_.scorer.response_logprobs(b, logp.data(), false);
             for (int64_t k = 0; k < b.B * b.T; ++k)
                 if (b.response_mask[k]) {
                     total += logp[k];
@@ -79,9 +75,7 @@ public:
 private:
     const Study& study_;
     const FaultHooks& hooks_;
-    Role role_;
-    Qwen2 model_;
-    Scorer scorer_;
+    RoleModel role_;
 };
 
 }  // namespace

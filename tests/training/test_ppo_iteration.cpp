@@ -181,6 +181,16 @@ TEST(PpoIteration, NumbersMatchAnIndependentComputation) {
     EXPECT_EQ(ppo.reference().learned_identity(), reference0);
     EXPECT_EQ(ppo.judge().learned_identity(), judge0);
     EXPECT_NO_THROW(ppo.check_roles(1));
+    // One value of a frozen role changed is refused, named; put back, accepted again.
+    for (Role* frozen : {&ppo.reference(), &ppo.judge()}) {
+        float& v = frozen->parameters().front().data[0];
+        const float kept = v;
+        v += 1.0f;
+        const std::string what = frozen == &ppo.reference() ? "reference" : "judge";
+        EXPECT_EQ(ppolab::test::error_of([&] { ppo.check_roles(1); }), "ppo: the frozen " + what + " changed");
+        v = kept;
+        EXPECT_NO_THROW(ppo.check_roles(1));
+    }
 
     // The rollout file spells the finish reasons.
     const json file = read_json_file(run.parent_path() / "rollouts" / "iteration-001.json");
