@@ -23,6 +23,7 @@ public:
         : study_(s), hooks_(hooks), role_(s, std::move(r)) {}
 
     Role& role() override { return role_.role; }
+    const std::string& initial_identity() const { return role_.initial_identity; }
 
     double denominator(const std::vector<const SupervisedExample*>& group) const override {
         return static_cast<double>(group.size());
@@ -111,11 +112,11 @@ json run_reward_model(const Study& s, StageMode mode, const VoteData* votes) {
     // 2. the role: the judge's adapters and scalar head
     Role role = make_role(s, "reward", RoleKind::reward, s.cfg.seed(s.cfg.reward.adapter_seed),
                           s.cfg.seed(s.cfg.reward.head_seed));
-    data.initial_identity = role.learned_identity();
     data.data_identity = votes ? votes->data_identity : pairs_data_identity(s, manifest);
     data.sampler_stream = 2;
     data.denominator_kind = "pairs";
     RewardObjective objective(s, std::move(role), life.hooks());
+    data.initial_identity = objective.initial_identity();
 
     // 3. the epochs, the exact state and the report
     return train_supervised(s, life, settings, objective, data);

@@ -22,6 +22,7 @@ public:
     SftObjective(const Study& s, Role r, const FaultHooks& hooks) : study_(s), hooks_(hooks), role_(s, std::move(r)) {}
 
     Role& role() override { return role_.role; }
+    const std::string& initial_identity() const { return role_.initial_identity; }
 
     double denominator(const std::vector<const SupervisedExample*>& group) const override {
         double tokens = 0;
@@ -97,12 +98,12 @@ json run_sft(const Study& s, StageMode mode) {
 
     // 2. the role: LoRA adapters on the base
     Role role = make_role(s, "sft", RoleKind::policy, s.cfg.seed(s.cfg.sft.adapter_seed));
-    data.initial_identity = role.learned_identity();
     data.data_identity =
         corpus_files_identity(s, manifest, {"learn/demonstrations.jsonl", "learn/validation_pairs.jsonl"});
     data.sampler_stream = 1;
     data.denominator_kind = "active_response_tokens";
     SftObjective objective(s, std::move(role), life.hooks());
+    data.initial_identity = objective.initial_identity();
 
     // 3. the epochs, the exact state and the report
     return train_supervised(s, life, settings, objective, data);
