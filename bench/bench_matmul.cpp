@@ -177,6 +177,28 @@ void bench_bf16_products(benchmark::State& state, Proj p, int64_t M, Bf16Product
     matmul_set_path(MatmulPath::automatic);
 }
 
+// A frozen weight's product forced onto one path (the AMX tiles or oneDNN's
+// own kernels, both reading their prepacked copies), forward or backward to
+// the input: the amx/ pairs, read as ratios of one interleaved run.
+void bench_frozen_path(benchmark::State& state, Proj p, int64_t M, bool backward, MatmulPath path) {
+    matmul_set_path(path);
+    WeightSet& w = weights(p, true);
+    std::vector<float> in = activations(M * (backward ? p.N : p.K));
+    std::vector<float> out(M * (backward ? p.K : p.N), 0.f);
+    auto run = [&] {
+        if (backward) linear_backward_input(out.data(), in.data(), w.view(), M);
+        else linear_forward(out.data(), in.data(), w.view(), M);
+    };
+    for (size_t i = 0; i < w.copies.size(); ++i) run();  // the packed copies, outside the timed loop
+    for (auto _ : state) {
+        run();
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+    }
+    set_counters(state, M, p.N, p.K, path == MatmulPath::amx ? matmul_path_name(M, w.view()) : "dnnl frozen W");
+    matmul_set_path(MatmulPath::automatic);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -242,6 +264,22 @@ int main(int argc, char** argv) {
         for (int64_t M : {1, 672}) bf16_pair(p, M);
     for (int i : {0, 4, 6})
         for (int64_t M : {1, 512}) bf16_pair(kProjections[i], M);
+    // amx/: the AMX tiles against oneDNN on frozen weights (this CPU's AMX
+    // where granted; elsewhere both run oneDNN and the label says so).
+    auto amx_pair = [](const Proj& p, int64_t M, bool backward) {
+        const std::string base =
+            std::string("amx/") + p.name + "/M" + std::to_string(M) + (backward ? "/bwd_input" : "/fwd");
+        for (auto [path, name] : {std::pair{MatmulPath::amx, "/amx"}, std::pair{MatmulPath::dnnl, "/dnnl"}})
+            benchmark::RegisterBenchmark((base + name).c_str(), bench_frozen_path, p, M, backward, path)
+                ->Unit(benchmark::kMillisecond)
+                ->UseRealTime();
+    };
+    for (const Proj& p : kProjections)
+        for (int64_t M : {64, 128, 512})
+            for (bool backward : {false, true})
+                if (std::string(p.name) != "lm_head" || M == 64) amx_pair(p, M, backward);
+    for (const Proj& p : kTinyProjections)
+        for (int64_t M : {128, 672}) amx_pair(p, M, false);
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

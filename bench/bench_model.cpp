@@ -11,7 +11,14 @@
 //   decode8  — the same for 8 rows decoded together (tok/s of all 8 rows), as
 //              evaluation decodes its independent rows
 //
-//   bench_model [--workload all|forward|decode|decode8|lora1|lora4] [--reps N] [--freeze]
+//   bench_model [--workload all|forward|decode|decode8|lora1|lora4] [--reps N] [--freeze] [--ab-amx]
+//
+// --ab-amx alternates, repetition by repetition in one process, the frozen
+// base's products on the AMX tiles and on oneDNN (matmul_set_amx_allowed):
+// each workload then prints both sides (names ending " [amx]" and
+// " [oneDNN]") and "amx_speedup", the median over repetitions of oneDNN's
+// time / AMX's time in the same repetition — a ratio the machine's drift
+// between runs does not reach. Needs --freeze and AMX tiles.
 //
 // --freeze freezes every base matrix (freeze_base_matrices: prepacked for
 // oneDNN) before the workloads, as an engine holding a frozen base may do;
@@ -70,7 +77,15 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
     return t;
 }
 
-std::string suffix;  // " (frozen base)" with --freeze
+std::string suffix;   // " (frozen base)" with --freeze
+bool ab_amx = false;  // --ab-amx
+
+// The sides a workload times in each repetition: the default, or AMX then
+// oneDNN (--ab-amx).
+std::vector<bool> sides() { return ab_amx ? std::vector<bool>{true, false} : std::vector<bool>{true}; }
+void choose_side(bool amx) {
+    if (ab_amx) matmul_set_amx_allowed(amx);
+}
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -89,23 +104,39 @@ void report(const std::string& name, int64_t tokens, const std::vector<double>& 
     std::fflush(stdout);
 }
 
+// One report per side; with two, the per-repetition ratio too.
+void report_sides(const std::string& name, int64_t tokens, const std::vector<double> (&secs)[2],
+                  const std::vector<double> (&cpus)[2], const std::string& extra) {
+    if (!ab_amx) return report(name, tokens, secs[0], cpus[0], extra);
+    std::vector<double> ratio;
+    for (size_t r = 0; r < secs[0].size(); ++r) ratio.push_back(secs[1][r] / secs[0][r]);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, ", \"amx_speedup\": %.3f, \"amx_speedup_min\": %.3f, \"amx_speedup_max\": %.3f",
+                  median(ratio), *std::min_element(ratio.begin(), ratio.end()),
+                  *std::max_element(ratio.begin(), ratio.end()));
+    report(name + " [amx]", tokens, secs[0], cpus[0], extra + buf);
+    report(name + " [oneDNN]", tokens, secs[1], cpus[1], extra);
+}
+
 void run_forward(const Qwen2Weights& w, int reps) {
     const int64_t T = 128, V = w.config.vocab_size;
     Qwen2 model(w);
     std::vector<int32_t> tokens = random_tokens(T, V, 1);  // (1, T)
     std::vector<uint8_t> mask(T, 1);                       // (1, T)
     std::vector<float> logits(T * V);                      // (1, T, V)
-    std::vector<double> secs, cpus;
-    for (int r = 0; r <= reps; ++r) {  // r = 0: warm-up (first touch, primitives)
-        double t0 = now_s(), c0 = cpu_s();
-        model.forward(tokens.data(), mask.data(), 1, T, /*save_for_backward=*/false);
-        model.logits(logits.data());
-        if (r > 0) {
-            secs.push_back(now_s() - t0);
-            cpus.push_back(cpu_s() - c0);
+    std::vector<double> secs[2], cpus[2];
+    for (int r = 0; r <= reps; ++r)  // r = 0: warm-up (first touch, primitives)
+        for (bool side : sides()) {
+            choose_side(side);
+            double t0 = now_s(), c0 = cpu_s();
+            model.forward(tokens.data(), mask.data(), 1, T, /*save_for_backward=*/false);
+            model.logits(logits.data());
+            if (r > 0) {
+                secs[side ? 0 : 1].push_back(now_s() - t0);
+                cpus[side ? 0 : 1].push_back(cpu_s() - c0);
+            }
         }
-    }
-    report("forward 1x128 full logits", T, secs, cpus, "");
+    report_sides("forward 1x128 full logits", T, secs, cpus, "");
 }
 
 void run_decode(const Qwen2Weights& w, int64_t B, int reps) {
@@ -116,31 +147,41 @@ void run_decode(const Qwen2Weights& w, int64_t B, int reps) {
     std::vector<int32_t> fed = random_tokens(B * G, V, 3);     // (G, B) the tokens fed back
     std::vector<uint8_t> mask(B * P, 1);
     std::vector<float> logits(B * V);  // (B, V)
-    std::vector<double> secs, cpus, prefill;
-    for (int r = 0; r <= reps; ++r) {
-        cache.clear();
-        double t0 = now_s();
-        model.forward(prompt.data(), mask.data(), B, P, /*save_for_backward=*/false, &cache);
-        double t1 = now_s(), c1 = cpu_s();
-        for (int64_t g = 0; g < G; ++g) model.decode_step(cache, &fed[g * B], logits.data());
-        double t2 = now_s();
-        if (r > 0) {
-            prefill.push_back(t1 - t0);
-            secs.push_back(t2 - t1);
-            cpus.push_back(cpu_s() - c1);
+    std::vector<double> secs[2], cpus[2], prefill[2];
+    for (int r = 0; r <= reps; ++r)
+        for (bool side : sides()) {
+            choose_side(side);
+            cache.clear();
+            double t0 = now_s();
+            model.forward(prompt.data(), mask.data(), B, P, /*save_for_backward=*/false, &cache);
+            double t1 = now_s(), c1 = cpu_s();
+            for (int64_t g = 0; g < G; ++g) model.decode_step(cache, &fed[g * B], logits.data());
+            double t2 = now_s();
+            if (r > 0) {
+                prefill[side ? 0 : 1].push_back(t1 - t0);
+                secs[side ? 0 : 1].push_back(t2 - t1);
+                cpus[side ? 0 : 1].push_back(cpu_s() - c1);
+            }
         }
-    }
     // Bytes of weight read per decode step: every matrix once (LM head tied).
     double bytes = 0;
     for (const auto& l : w.layers)
         for (const ProjectionInfo& p : kProjections) bytes += 2.0 * (l.*p.weight).numel();
     bytes += 2.0 * w.output_matrix().numel();
-    const double step = median(secs) / G;  // wall seconds per token
+    const double step = median(secs[0]) / G;  // wall seconds per token
     char extra[160];
-    std::snprintf(extra, sizeof extra, ", \"prefill_ms\": %.2f, \"weight_gb_s\": %.1f", median(prefill) * 1e3,
+    std::snprintf(extra, sizeof extra, ", \"prefill_ms\": %.2f, \"weight_gb_s\": %.1f", median(prefill[0]) * 1e3,
                   bytes / step * 1e-9);
-    report(B == 1 ? std::string("decode 64 after 64") : "decode " + std::to_string(B) + "x64 after 64", B * G, secs,
-           cpus, extra);
+    if (ab_amx) {  // the prefill is where the tiles work: its own ratio
+        std::vector<double> ratio;
+        for (size_t r = 0; r < prefill[0].size(); ++r) ratio.push_back(prefill[1][r] / prefill[0][r]);
+        char more[96];
+        std::snprintf(more, sizeof more, ", \"prefill_ms_onednn\": %.2f, \"prefill_amx_speedup\": %.3f",
+                      median(prefill[1]) * 1e3, median(ratio));
+        std::strncat(extra, more, sizeof extra - std::strlen(extra) - 1);
+    }
+    report_sides(B == 1 ? std::string("decode 64 after 64") : "decode " + std::to_string(B) + "x64 after 64", B * G,
+                 secs, cpus, extra);
 }
 
 void run_lora(const Qwen2Weights& w, int64_t B, int reps) {
@@ -151,27 +192,30 @@ void run_lora(const Qwen2Weights& w, int64_t B, int reps) {
     std::vector<int32_t> targets = random_tokens(N, V, 5);  // (B, T) next tokens
     std::vector<uint8_t> mask(N, 1);
     std::vector<float> logp(N), dlogp(N, -1.f / static_cast<float>(N)), dh(N * H);  // loss = −mean logp
-    std::vector<double> secs, cpus;
+    std::vector<double> secs[2], cpus[2];
     LmKeep keep;  // the forward's logits for the backward, as the engine's Scorer keeps them
     double loss = 0;
-    for (int r = 0; r <= reps; ++r) {
-        lora.zero_grad();
-        double t0 = now_s(), c0 = cpu_s();
-        const float* h = model.forward(tokens.data(), mask.data(), B, T, /*save_for_backward=*/true);
-        lm_logprobs_forward(logp.data(), h, targets.data(), w.output_matrix().view(), N, &keep);
-        lm_logprobs_backward(dh.data(), nullptr, dlogp.data(), h, targets.data(), w.output_matrix().view(), N, &keep);
-        model.backward(dh.data());
-        if (r > 0) {
-            secs.push_back(now_s() - t0);
-            cpus.push_back(cpu_s() - c0);
+    for (int r = 0; r <= reps; ++r)
+        for (bool side : sides()) {
+            choose_side(side);
+            lora.zero_grad();
+            double t0 = now_s(), c0 = cpu_s();
+            const float* h = model.forward(tokens.data(), mask.data(), B, T, /*save_for_backward=*/true);
+            lm_logprobs_forward(logp.data(), h, targets.data(), w.output_matrix().view(), N, &keep);
+            lm_logprobs_backward(dh.data(), nullptr, dlogp.data(), h, targets.data(), w.output_matrix().view(), N,
+                                 &keep);
+            model.backward(dh.data());
+            if (r > 0) {
+                secs[side ? 0 : 1].push_back(now_s() - t0);
+                cpus[side ? 0 : 1].push_back(cpu_s() - c0);
+            }
+            loss = 0;
+            for (float x : logp) loss -= x;
+            loss /= static_cast<double>(N);
         }
-        loss = 0;
-        for (float x : logp) loss -= x;
-        loss /= static_cast<double>(N);
-    }
     char extra[64];
     std::snprintf(extra, sizeof extra, ", \"loss\": %.4f", loss);
-    report("lora fwd+bwd CE " + std::to_string(B) + "x128", N, secs, cpus, extra);
+    report_sides("lora fwd+bwd CE " + std::to_string(B) + "x128", N, secs, cpus, extra);
 }
 
 }  // namespace
@@ -184,12 +228,13 @@ int main(int argc, char** argv) {
         std::string a = argv[i];
         if (a == "--workload" && i + 1 < argc) workload = argv[++i];
         else if (a == "--freeze") freeze = true;
+        else if (a == "--ab-amx") ab_amx = true;
         else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
         else {
             std::fprintf(
                 stderr,
                 "bench_model: unknown argument '%s'; expected --workload all|forward|decode|decode8|lora1|lora4, "
-                "--reps N, --freeze\n",
+                "--reps N, --freeze, --ab-amx\n",
                 a.c_str());
             return 2;
         }
@@ -204,6 +249,9 @@ int main(int argc, char** argv) {
             freeze_base_matrices(w);
             suffix = " (frozen base)";
         }
+        if (ab_amx && (!freeze || !matmul_has_amx()))
+            fail("bench_model: --ab-amx needs --freeze and AMX tiles (",
+                 matmul_has_amx() ? "add --freeze" : "none here", ")");
         std::vector<std::string> todo;
         if (workload == "all") todo = {"forward", "decode", "lora1", "lora4"};
         else if (workload == "forward" || workload == "decode" || workload == "decode8" || workload == "lora1" ||

@@ -40,6 +40,10 @@ DispatchReport dispatch_report() {
     r.decode_products = simd::simd_cpu_level() != simd::SimdLevel::avx512 ? "portable"
                         : vdpbf16                                         ? "small_m_avx512 (vdpbf16ps)"
                                                                           : "small_m_avx512 (FP32 FMA)";
+    std::string no_amx;
+    const bool amx = amx_frozen_products(&no_amx);
+    r.frozen_products = amx ? "amx" : "dnnl";
+    r.frozen_why = amx ? "" : no_amx;
     const dnnl_version_t* v = dnnl_version();
     char buf[64];
     std::snprintf(buf, sizeof buf, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
@@ -54,17 +58,21 @@ DispatchReport dispatch_report() {
 
 std::string dispatch_text(const DispatchReport& r) {
     auto yn = [](bool b) { return b ? "yes" : "no"; };
-    char buf[768];
+    char buf[1024];
     std::snprintf(buf, sizeof buf,
                   "build            %s\n"
                   "cpu              avx2+fma %s, avx512 %s, avx512_bf16 %s, amx_bf16 %s\n"
                   "layer kernels    %s (rmsnorm, rope, swiglu, attention)\n"
                   "decode products  %s (BF16 products of at most 8 rows)\n"
+                  "frozen products  %s\n"
                   "other products   %s (dispatches by itself; ONEDNN_VERBOSE=1 names its kernels)\n"
                   "BF16 products    %s\n"
                   "                 (%s)\n",
                   r.build.c_str(), yn(r.avx2_fma), yn(r.avx512), yn(r.avx512_bf16), yn(r.amx_bf16),
-                  r.layer_kernels.c_str(), r.decode_products.c_str(), r.onednn.c_str(),
+                  r.layer_kernels.c_str(), r.decode_products.c_str(),
+                  r.frozen_products == "amx" ? "amx (tdpbf16ps; the frozen base's BF16 products of more than 8 rows)"
+                                             : ("oneDNN (no AMX: " + r.frozen_why + ")").c_str(),
+                  r.onednn.c_str(),
                   r.bf16_products != "native" ? "as FP32 products of the BF16-rounded values"
                   : r.avx512_bf16             ? "native (oneDNN's BF16 kernels)"
                                               : "native (oneDNN's BF16 kernels, emulated: no AVX-512 BF16)",
@@ -79,6 +87,7 @@ json dispatch_json(const DispatchReport& r) {
          {{"avx2_fma", r.avx2_fma}, {"avx512", r.avx512}, {"avx512_bf16", r.avx512_bf16}, {"amx_bf16", r.amx_bf16}}},
         {"layer_kernels", r.layer_kernels},
         {"decode_products", r.decode_products},
+        {"frozen_products", r.frozen_products == "amx" ? r.frozen_products : "dnnl (" + r.frozen_why + ")"},
         {"other_products", r.onednn},
         {"bf16_products", r.bf16_products},
         {"bf16_products_why", r.bf16_basis}};

@@ -1,7 +1,8 @@
 // matmul.cpp — the public entry points of matmul.h: argument checks and the
 // choice of path (see matmul_backend.h). Decode-sized products (M ≤ kSmallM)
 // go to the streaming AVX-512 kernels whatever their K (so that a row's
-// result does not depend on how many rows come with it), everything else to
+// result does not depend on how many rows come with it), larger products of
+// a frozen BF16 weight to the AMX tiles where granted, everything else to
 // oneDNN; a CPU without AVX-512 gets the streaming kernels' portable twin.
 #include "kernels/matmul.h"
 
@@ -17,21 +18,39 @@ namespace {
 
 std::atomic<MatmulPath> forced_path{MatmulPath::automatic};
 
+enum class Product { forward, backward_input, backward_weight };
+
 // Tiny products (adapters of a tiny model, tests) run on the calling thread
 // in the portable loops: a oneDNN call or an OpenMP region costs more than
 // the work. Decode-sized products (M ≤ kRowInvariantRows) never go to
 // oneDNN, and their path depends on the weight's shape only, never on M, so
 // each row's result is bitwise what it is alone (matmul.h): kTinyWork is
 // compared with one row's multiply-adds there, and both the portable loops
-// and the small-M kernels sum every row in the same order at any M.
-MatmulPath choose(int64_t M, int64_t N, int64_t K) {
+// and the small-M kernels sum every row in the same order at any M. Larger
+// products of a frozen BF16 weight go to the AMX tiles where they compute
+// BF16 natively, the rest to oneDNN.
+MatmulPath choose(int64_t M, int64_t N, int64_t K, Product product, WeightType type, bool frozen) {
     MatmulPath p = forced_path.load(std::memory_order_relaxed);
     if (p == MatmulPath::automatic) {
         if (M <= kSmallM) p = N * K < kTinyWork ? MatmulPath::portable : MatmulPath::small_m;
-        else p = M * N * K < kTinyWork ? MatmulPath::portable : MatmulPath::dnnl;
+        else if (M * N * K < kTinyWork) p = MatmulPath::portable;
+        else p = frozen && amx_frozen_products() ? MatmulPath::amx : MatmulPath::dnnl;
     }
     if (p == MatmulPath::small_m && simd::simd_cpu_level() != simd::SimdLevel::avx512) p = MatmulPath::portable;
+    if (p == MatmulPath::amx && (type != WeightType::bf16 || product == Product::backward_weight || !matmul_has_amx()))
+        p = MatmulPath::dnnl;
     return p;
+}
+
+bool is_frozen(const WeightView& W) { return W.prepacked != nullptr && W.prepacked->matches(W); }
+
+const char* path_name(MatmulPath p) {
+    switch (p) {
+        case MatmulPath::small_m: return "small_m_avx512";
+        case MatmulPath::amx: return "amx";
+        case MatmulPath::dnnl: return "dnnl";
+        default: return "portable";
+    }
 }
 
 void check_view(const WeightView& W, const char* where) {
@@ -49,12 +68,12 @@ void zero_product(float* Y, int64_t n, bool accumulate) {
 void matmul_set_path(MatmulPath path) { forced_path.store(path); }
 MatmulPath matmul_path() { return forced_path.load(); }
 
+const char* matmul_path_name(int64_t M, const WeightView& W) {
+    return path_name(choose(M, W.rows, W.cols, Product::forward, W.type, is_frozen(W)));
+}
+
 const char* matmul_path_name(int64_t M, int64_t N, int64_t K) {
-    switch (choose(M, N, K)) {
-        case MatmulPath::small_m: return "small_m_avx512";
-        case MatmulPath::dnnl: return "dnnl";
-        default: return "portable";
-    }
+    return path_name(choose(M, N, K, Product::forward, WeightType::bf16, false));
 }
 
 void linear_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate) {
@@ -62,8 +81,9 @@ void linear_forward(float* Y, const float* X, WeightView W, int64_t M, bool accu
     PPOLAB_ASSERT(M >= 0);
     if (M == 0 || W.rows == 0) return;
     if (W.cols == 0) return zero_product(Y, M * W.rows, accumulate);
-    switch (choose(M, W.rows, W.cols)) {
+    switch (choose(M, W.rows, W.cols, Product::forward, W.type, is_frozen(W))) {
         case MatmulPath::small_m: return matmul_detail::small_m_forward(Y, X, W, M, accumulate);
+        case MatmulPath::amx: return matmul_detail::amx_forward(Y, X, W, M, accumulate);
         case MatmulPath::dnnl: return matmul_detail::dnnl_forward(Y, X, W, M, accumulate);
         default: return matmul_detail::portable_forward(Y, X, W, M, accumulate);
     }
@@ -75,16 +95,18 @@ void linear_backward_input(float* dX, const float* dY, WeightView W, int64_t M, 
     if (M == 0 || W.cols == 0) return;
     if (W.rows == 0) return zero_product(dX, M * W.cols, accumulate);
     // No small-M kernel here: training runs whole sequences (M ≥ 64).
-    if (choose(M, W.rows, W.cols) == MatmulPath::portable)
-        return matmul_detail::portable_backward_input(dX, dY, W, M, accumulate);
-    matmul_detail::dnnl_backward_input(dX, dY, W, M, accumulate);
+    switch (choose(M, W.rows, W.cols, Product::backward_input, W.type, is_frozen(W))) {
+        case MatmulPath::portable: return matmul_detail::portable_backward_input(dX, dY, W, M, accumulate);
+        case MatmulPath::amx: return matmul_detail::amx_backward_input(dX, dY, W, M, accumulate);
+        default: return matmul_detail::dnnl_backward_input(dX, dY, W, M, accumulate);
+    }
 }
 
 void linear_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K,
                             WeightType inputs) {
     PPOLAB_ASSERT(M >= 0 && N >= 0 && K >= 0);
     if (M == 0 || N == 0 || K == 0) return;
-    if (choose(M, N, K) == MatmulPath::portable)
+    if (choose(M, N, K, Product::backward_weight, inputs, false) == MatmulPath::portable)
         return matmul_detail::portable_backward_weight(dW, dY, X, M, N, K, inputs);
     matmul_detail::dnnl_backward_weight(dW, dY, X, M, N, K, inputs);
 }

@@ -324,15 +324,23 @@ void convert_to_bf16(bf16* out, const float* in, int64_t n) {
     const int64_t chunk = 1 << 15;
     const int64_t chunks = (n + chunk - 1) / chunk;
     const bool fast = matmul_has_avx512bf16();
-#pragma omp parallel for schedule(static) if (chunks > 2)
-    for (int64_t c = 0; c < chunks; ++c) {
+    auto convert = [&](int64_t c) {
         const int64_t b = c * chunk, e = std::min(n, b + chunk);
         if (fast) {
             convert_to_bf16_avx512(out + b, in + b, e - b);
         } else {
             for (int64_t i = b; i < e; ++i) out[i] = float_to_bf16(in[i]);
         }
+    };
+    // Small inputs never enter OpenMP: even a region that runs on one thread
+    // (`if` false, or nested inside another region) makes and frees a team,
+    // which cost the AMX path's per-row conversions 3–5× their work.
+    if (chunks <= 2) {
+        for (int64_t c = 0; c < chunks; ++c) convert(c);
+        return;
     }
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) convert(c);
 }
 
 namespace {

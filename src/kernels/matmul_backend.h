@@ -8,6 +8,14 @@
 //              products are not native; FMA for FP32), parallel over output
 //              rows (OpenMP). Needs AVX-512 F/BW/VL/DQ at run time, else the
 //              portable path runs.
+//   amx      — M > kSmallM rows, a BF16 weight, BF16 products native and
+//              AMX-BF16 tiles granted (matmul_amx.cpp): the forward and the
+//              backward to the input on tiles (`tdpbf16ps`), the weight read
+//              as VNNI tiles packed once for a frozen weight (PrepackedWeight)
+//              or per call otherwise. The automatic path takes it for frozen
+//              weights only (the frozen base; a weight that changes every
+//              step is packed by oneDNN's own kernels). The weight gradient
+//              stays on oneDNN.
 //   dnnl     — oneDNN 2.6 matmul (BF16 src/weights + FP32 dst, or FP32),
 //              primitives cached by shape. Without a BF16 dot-product
 //              instruction a BF16 product runs as an FP32 product of the
@@ -24,7 +32,7 @@
 
 namespace ppolab {
 
-enum class MatmulPath { automatic, small_m, dnnl, portable };
+enum class MatmulPath { automatic, small_m, amx, dnnl, portable };
 
 // Rows up to which the automatic path uses the small-M kernels (or, for
 // tiny weights, the portable loops), whatever K: row invariance (matmul.h).
@@ -35,13 +43,29 @@ inline constexpr int64_t kTinyWork = int64_t(1) << 15;
 
 // Forces a path for every following call in the process (tests, benchmarks);
 // automatic restores the per-call choice. Forcing small_m on a CPU without
-// AVX-512 runs the portable path.
+// AVX-512 runs the portable path; forcing amx where the tiles are not
+// granted, or for a product it does not compute (FP32 weight, weight
+// gradient), runs oneDNN.
 void matmul_set_path(MatmulPath path);
 MatmulPath matmul_path();
 // True when the CPU has AVX-512 F/BW/VL + BF16 (checked once, cpuid).
 bool matmul_has_avx512bf16();
-// Short name of the path an (M, N, K) product takes now: "small_m_avx512",
-// "dnnl", "portable" (benchmarks and tests print it).
+// True when the CPU has AMX-BF16 and AMX-TILE, Linux granted this process
+// the tile state (unit_rates::request_amx_tiles), and AVX-512 BF16 is there.
+bool matmul_has_amx();
+// Whether the automatic path may use the AMX tiles: matmul_has_amx() and not
+// switched off by PPOLAB_AMX=off in the environment (read once; `on` or unset:
+// allowed; anything else: an Error naming the variable). A forced amx path
+// (tests, benchmarks) ignores the variable. *why (optional) says why not.
+bool amx_allowed(std::string* why = nullptr);
+// Benchmarks: false keeps the automatic path off the tiles from the next
+// product on (as PPOLAB_AMX=off does for a whole run), true allows them
+// again, so the two sides can alternate within one process.
+void matmul_set_amx_allowed(bool allowed);
+// Short name of the path a forward of M rows through W takes now:
+// "small_m_avx512", "amx", "dnnl", "portable" (benchmarks and tests print it).
+const char* matmul_path_name(int64_t M, const WeightView& W);
+// The same for a BF16 weight [N, K] that is not frozen.
 const char* matmul_path_name(int64_t M, int64_t N, int64_t K);
 
 // How the oneDNN and small-M paths compute a product with BF16 inputs:
@@ -56,7 +80,12 @@ const char* matmul_path_name(int64_t M, int64_t N, int64_t K);
 // automatic (the default), decided once per process:
 //   * no AVX-512 BF16: f32 — oneDNN only emulates BF16 there, measured
 //     2.9–3.8× slower than its FP32 kernels (BENCHMARKS.md);
-//   * AMX-BF16 tiles granted by Linux: native (oneDNN's AMX kernels);
+//   * AMX-BF16 tiles granted by Linux: native (the AMX path for the frozen
+//     base, oneDNN's AMX kernels for the other products of more than
+//     kSmallM rows, the `vdpbf16ps` stream for decode: on the Emerald
+//     Rapids of session 17, whose `vdpbf16ps` does half the FMA's FLOP rate,
+//     that stream still decoded one row 1.05–1.17× faster than the FMA one,
+//     and 8 rows 0.88–0.94× as fast; BENCHMARKS.md);
 //   * else native only where `vdpbf16ps` retires at least 3/4 of the FP32
 //     FMA's FLOP per second, measured (unit_rates.h, a few milliseconds on
 //     one thread). Most CPUs with AVX-512 BF16 do twice the FMA's rate, but
@@ -65,13 +94,16 @@ const char* matmul_path_name(int64_t M, int64_t N, int64_t K);
 //     its FP32 ones there (BENCHMARKS.md, session 13). The two rates are
 //     4× apart either way and each is the best of 7 trials, so the choice
 //     does not flip between runs on one machine.
-// Tests force either; PPOLAB_BF16_PRODUCTS=native|fp32 in the environment
-// does for a whole run (anything else: an Error naming the variable, at the
-// first product). Either mode gives the same contract (BF16-rounded inputs,
-// FP32 sums), not the same bytes: the summation order differs.
+// The frozen base's products of more than kSmallM rows run on the AMX tiles
+// (the amx path) wherever BF16 products are native and the tiles are
+// granted (amx_frozen_products).
 enum class Bf16Products { automatic, native, f32 };
 void matmul_set_bf16_products(Bf16Products mode);
 bool bf16_products_native();  // the mode in force, resolved
+// Whether the automatic path sends frozen products of more than kSmallM rows
+// to the AMX tiles now: BF16 products native and amx_allowed(); *why
+// (optional) says why not.
+bool amx_frozen_products(std::string* why = nullptr);
 // What the automatic mode chose on this CPU and why (`ppolab version`).
 struct Bf16Decision {
     bool native = false;
@@ -90,9 +122,10 @@ void round_to_bf16_values(float* out, const float* in, int64_t n);
 
 // Frozen weights: a PrepackedWeight made for a BF16 weight (the shared
 // frozen base model) holds that weight reordered, once per layout oneDNN
-// asks for, into its blocked format; a WeightView pointing to it makes the
-// oneDNN path (M > kSmallM: forward and backward to the input) read that
-// copy instead of repacking the row-major weight on every call. The object
+// asks for, into its blocked format, and once per direction into the AMX
+// path's VNNI tiles (matmul_amx.h); a WeightView pointing to it makes the
+// oneDNN and AMX paths (M > kSmallM: forward and backward to the input) read
+// that copy instead of repacking the row-major weight on every call. The object
 // belongs to whoever owns the weight (model/weights.h: Matrix::freeze) and
 // dies with it, so no copy outlives or mistakes its weight; the weight's
 // values must not change while it lives. Costs one more copy of the weight
@@ -114,16 +147,21 @@ public:
 
     struct Layouts;  // the copies, per layout (matmul_dnnl.cpp)
     Layouts& layouts() const { return *layouts_; }
+    struct AmxCopies;  // the AMX path's VNNI tiles, per direction (matmul_amx.h)
+    AmxCopies& amx_copies() const { return *amx_; }
 
 private:
     const void* data_;
     int64_t rows_, cols_;
     std::unique_ptr<Layouts> layouts_;
+    std::unique_ptr<AmxCopies> amx_;
 };
 
 // The paths, callable directly (same semantics as matmul.h).
 namespace matmul_detail {
 void small_m_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
+void amx_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);  // needs matmul_has_amx()
+void amx_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate);
 void dnnl_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
 void dnnl_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate);
 void dnnl_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K,

@@ -34,6 +34,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/matmul_amx.h"
 #include "kernels/matmul_backend.h"
 #include "kernels/unit_rates.h"
 #include "util/error.h"
@@ -326,14 +327,34 @@ const Bf16Decision& bf16_products_automatic() {
     return d;
 }
 
+namespace {
+
+Bf16Products bf16_products_mode() {
+    const Bf16Products mode = forced_bf16_products.load(std::memory_order_relaxed);
+    return mode == Bf16Products::automatic ? environment_bf16_products() : mode;
+}
+
+}  // namespace
+
 bool bf16_products_native() {
-    Bf16Products mode = forced_bf16_products.load(std::memory_order_relaxed);
-    if (mode == Bf16Products::automatic) mode = environment_bf16_products();
+    const Bf16Products mode = bf16_products_mode();
     return mode == Bf16Products::automatic ? bf16_products_automatic().native : mode == Bf16Products::native;
 }
 
+bool amx_frozen_products(std::string* why) {
+    if (!bf16_products_native()) {
+        if (why) *why = "BF16 products run as FP32";
+        return false;
+    }
+    return amx_allowed(why);
+}
+
 PrepackedWeight::PrepackedWeight(WeightView W)
-    : data_(W.data), rows_(W.rows), cols_(W.cols), layouts_(std::make_unique<Layouts>()) {
+    : data_(W.data),
+      rows_(W.rows),
+      cols_(W.cols),
+      layouts_(std::make_unique<Layouts>()),
+      amx_(std::make_unique<AmxCopies>()) {
     if (W.type != WeightType::bf16 || W.data == nullptr || W.rows <= 0 || W.cols <= 0)
         fail("PrepackedWeight: expected a non-empty BF16 weight, got ", W.type == WeightType::bf16 ? "BF16" : "FP32",
              " [", W.rows, ", ", W.cols, "]");
@@ -349,6 +370,9 @@ int64_t PrepackedWeight::bytes() const {
     std::lock_guard lock(layouts_->mu);
     int64_t bytes = 0;
     for (auto& [md, mem] : layouts_->packed) bytes += static_cast<int64_t>(md.get_size());
+    std::lock_guard amx_lock(amx_->mu);
+    for (const auto* pack : {amx_->forward.get(), amx_->backward_input.get()})
+        if (pack) bytes += pack->bytes();
     return bytes;
 }
 

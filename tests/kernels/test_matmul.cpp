@@ -15,6 +15,7 @@
 //    within γ_K·Σ|x_k w_k| of it, γ_K = K·u/(1 − K·u), u = 2^-24 (Higham,
 //    Accuracy and Stability, eq. 3.5); FP32 products add one more u.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_amx.h"
 #include "kernels/matmul_backend.h"
 #include "kernels/matmul_reference.h"
 #include "kernels/simd.h"
@@ -37,17 +39,17 @@ using namespace ppolab;
 namespace {
 
 // A path and, for oneDNN, how it computes BF16 products (matmul_backend.h:
-// both modes run on every CPU, natively or emulated by oneDNN).
+// both modes run on every CPU, natively or emulated by oneDNN). The AMX path
+// runs where the tiles are granted; elsewhere forcing it runs oneDNN (its
+// own test below says which ran).
 struct Variant {
     MatmulPath path;
     Bf16Products bf16;
 };
 
-const Variant kPaths[] = {{MatmulPath::automatic, Bf16Products::automatic},
-                          {MatmulPath::small_m, Bf16Products::native},
-                          {MatmulPath::small_m, Bf16Products::f32},
-                          {MatmulPath::dnnl, Bf16Products::native},
-                          {MatmulPath::dnnl, Bf16Products::f32},
+const Variant kPaths[] = {{MatmulPath::automatic, Bf16Products::automatic}, {MatmulPath::small_m, Bf16Products::native},
+                          {MatmulPath::small_m, Bf16Products::f32},         {MatmulPath::amx, Bf16Products::native},
+                          {MatmulPath::dnnl, Bf16Products::native},         {MatmulPath::dnnl, Bf16Products::f32},
                           {MatmulPath::portable, Bf16Products::automatic}};
 
 const char* path_label(const Variant& v) {
@@ -55,6 +57,7 @@ const char* path_label(const Variant& v) {
         case MatmulPath::automatic: return "automatic";
         case MatmulPath::small_m:
             return v.bf16 == Bf16Products::f32 ? "small_m (BF16 as FP32)" : "small_m (BF16 native)";
+        case MatmulPath::amx: return matmul_has_amx() ? "amx" : "amx (not granted here: dnnl)";
         case MatmulPath::dnnl: return v.bf16 == Bf16Products::f32 ? "dnnl (BF16 as FP32)" : "dnnl (BF16 native)";
         default: return "portable";
     }
@@ -540,4 +543,123 @@ TEST(Matmul, EmptySumIsZeroOrKeepsAccumulator) {
     EXPECT_EQ(Y, (std::vector<float>{0.f, 0.f, 0.f, 0.f}));
     WeightView bad{WeightType::f32, nullptr, 3, 3};
     EXPECT_THROW(linear_forward(Y.data(), &dummy, bad, 1), Error);
+}
+
+// The AMX path's packed operand (matmul_amx.h), element by element: tile
+// (j, p) row r holds, for column c, the pair B[32p + 2r][16j + c],
+// B[32p + 2r + 1][16j + c]; everything past the matrix is zero. Plain C++:
+// runs on every CPU.
+TEST(Matmul, AmxPackPlacesEveryElementInVnniOrder) {
+    for (auto [N, K] : {std::pair<int64_t, int64_t>{1, 1}, {17, 33}, {40, 64}, {33, 95}}) {
+        std::vector<bf16> w(N * K);
+        for (int64_t i = 0; i < N * K; ++i) w[i] = float_to_bf16(static_cast<float>(i + 1));
+        const WeightView W{WeightType::bf16, w.data(), N, K};
+        for (AmxOperand op : {AmxOperand::forward, AmxOperand::backward_input}) {
+            const AmxPack P = amx_pack(W, op);
+            const bool fwd = op == AmxOperand::forward;
+            ASSERT_EQ(P.k, fwd ? K : N);
+            ASSERT_EQ(P.n, fwd ? N : K);
+            EXPECT_EQ(P.kb, (P.k + 31) / 32);
+            EXPECT_EQ(P.nb % 2, 0);
+            EXPECT_GE(P.nb * 16, P.n);
+            EXPECT_EQ(reinterpret_cast<uintptr_t>(P.tiles.get()) % 64, 0u);
+            for (int64_t j = 0; j < P.nb; ++j)
+                for (int64_t p = 0; p < P.kb; ++p)
+                    for (int64_t r = 0; r < 16; ++r)
+                        for (int64_t c = 0; c < 16; ++c)
+                            for (int64_t i = 0; i < 2; ++i) {
+                                const int64_t k = 32 * p + 2 * r + i, n = 16 * j + c;
+                                const bf16 want = k < P.k && n < P.n ? (fwd ? w[n * K + k] : w[k * K + n]) : bf16{0};
+                                ASSERT_EQ(P.tiles[(j * P.kb + p) * 512 + r * 32 + 2 * c + i], want)
+                                    << (fwd ? "forward" : "backward_input") << " N=" << N << " K=" << K << " tile ("
+                                    << j << ", " << p << ") row " << r << " column " << c << " pair " << i;
+                            }
+        }
+    }
+}
+
+// The automatic path sends products of more than kSmallM rows through a
+// frozen BF16 weight to the AMX tiles exactly where they are granted and
+// BF16 products are native; an unfrozen or FP32 weight, BF16 products as
+// FP32, and a forced AMX path that cannot run all go to oneDNN. A frozen
+// product that ran on tiles leaves the weight's VNNI copy behind.
+TEST(Matmul, AmxPathTakenExactlyWhereItCanRun) {
+    Philox rng(21, 0);
+    const int64_t N = 96, K = 160, M = 64;
+    TestWeight W = integer_weight(WeightType::bf16, N, K, 2, rng);
+    PrepackedWeight packed(W.view());
+    WeightView frozen = W.view();
+    frozen.prepacked = &packed;
+    std::printf("AMX tiles: %s; frozen M=%lld → %s, unfrozen → %s\n", matmul_has_amx() ? "granted" : "not here",
+                static_cast<long long>(M), matmul_path_name(M, frozen), matmul_path_name(M, W.view()));
+    EXPECT_EQ(matmul_has_amx(), matmul_has_avx512bf16() && unit_rates::request_amx_tiles(nullptr));
+    std::string why;
+    const bool amx = amx_frozen_products(&why);
+    auto env_is = [](const char* name, const char* value) {
+        const char* v = std::getenv(name);
+        return v != nullptr && std::strcmp(v, value) == 0;
+    };
+    EXPECT_EQ(amx, matmul_has_amx() && bf16_products_native() && !env_is("PPOLAB_AMX", "off")) << why;
+    if (!amx) {
+        EXPECT_FALSE(why.empty());
+    }
+    EXPECT_STREQ(matmul_path_name(M, frozen), amx ? "amx" : "dnnl");
+    EXPECT_STREQ(matmul_path_name(M, W.view()), "dnnl");
+    EXPECT_STREQ(matmul_path_name(kSmallM, frozen), matmul_path_name(kSmallM, N, K));  // decode: row invariance first
+    {
+        PathGuard guard({MatmulPath::automatic, Bf16Products::f32});
+        EXPECT_STREQ(matmul_path_name(M, frozen), "dnnl");
+        EXPECT_FALSE(amx_frozen_products(&why));
+        EXPECT_EQ(why, "BF16 products run as FP32");
+    }
+    {
+        PathGuard guard({MatmulPath::automatic, Bf16Products::native});
+        EXPECT_STREQ(matmul_path_name(M, frozen), amx_allowed() ? "amx" : "dnnl");
+    }
+    {
+        PathGuard guard({MatmulPath::amx, Bf16Products::native});
+        EXPECT_STREQ(matmul_path_name(M, W.view()), matmul_has_amx() ? "amx" : "dnnl");
+        TestWeight F = integer_weight(WeightType::f32, N, K, 1, rng);
+        EXPECT_STREQ(matmul_path_name(M, F.view()), "dnnl");
+    }
+    std::vector<float> X = exact_inputs(WeightType::bf16, M * K, rng), want(M * N), got(M * N);
+    linear_forward_reference(want.data(), X.data(), W.view(), M);
+    linear_forward(got.data(), X.data(), frozen, M);
+    ASSERT_TRUE(same_bits(got, want, N));
+    const bool made = packed.amx_copies().forward != nullptr;
+    EXPECT_EQ(made, amx) << "the frozen forward " << (amx ? "did not run" : "ran") << " on the AMX tiles";
+    if (made) {
+        EXPECT_GE(packed.bytes(), packed.amx_copies().forward->bytes());
+    }
+}
+
+// The AMX path's sums depend on K alone: Gaussian data (any change of
+// summation order shows) give the same bytes on 1 and 2 threads, at row
+// counts that leave partial tiles, and each row block is what it is alone.
+TEST(Matmul, AmxSameBytesAtAnyThreadCountAndRowCount) {
+    if (!matmul_has_amx()) GTEST_SKIP() << "AMX tiles not granted on this CPU: the path cannot run here";
+    Philox rng(22, 0);
+    PathGuard guard({MatmulPath::amx, Bf16Products::native});
+    for (auto [N, K] : {std::pair<int64_t, int64_t>{200, 300}, {896, 896}, {130, 4864}}) {
+        TestWeight W = gaussian_weight(WeightType::bf16, N, K, rng);
+        const int64_t M = 77;
+        std::vector<float> X = gaussian(M * K, rng), dY = gaussian(M * N, rng);
+        std::vector<float> y[2], dx[2];
+        const int before = omp_get_max_threads();
+        for (int threads : {1, 2}) {
+            omp_set_num_threads(threads);
+            y[threads - 1].resize(M * N);
+            dx[threads - 1].resize(M * K);
+            linear_forward(y[threads - 1].data(), X.data(), W.view(), M);
+            linear_backward_input(dx[threads - 1].data(), dY.data(), W.view(), M);
+        }
+        omp_set_num_threads(before);
+        EXPECT_TRUE(same_bits(y[0], y[1], N)) << "forward N=" << N << " K=" << K;
+        EXPECT_TRUE(same_bits(dx[0], dx[1], K)) << "backward_input N=" << N << " K=" << K;
+        // Rows 32..63 alone equal the same rows of the 77-row product.
+        std::vector<float> part(32 * N);
+        linear_forward(part.data(), X.data() + 32 * K, W.view(), 32);
+        EXPECT_TRUE(same_bits(part, std::vector<float>(y[0].begin() + 32 * N, y[0].begin() + 64 * N), N))
+            << "rows 32..63 alone, N=" << N << " K=" << K;
+    }
 }
