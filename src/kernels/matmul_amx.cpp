@@ -21,9 +21,9 @@
 //
 // Register blocking: 2 × 2 output tiles (32 rows × 32 columns) in tmm0–3,
 // two A tiles in tmm4–5 and two B tiles in tmm6–7: four tile loads feed four
-// `tdpbf16ps`. The threads split the column blocks in contiguous ranges; a
-// thread walks its columns in pairs of blocks, and for each pair the rows of
-// a pass (as many as keep A in L2).
+// `tdpbf16ps`. The threads split the column pairs of a large weight, or the
+// rows of a small one (amx_product); a thread walks its columns in pairs of
+// blocks, and for each pair the rows of a pass (as many as keep A in L2).
 #include "kernels/matmul_amx.h"
 
 #include <immintrin.h>
@@ -97,6 +97,42 @@ void left_row(bf16* a, const float* x, int64_t m, int64_t M, int64_t cols, int64
 // every column pair of the pass (the weight is read once per pass).
 constexpr int64_t kPassBytes = int64_t(1) << 20;
 
+// Where the finished 16 × 16 tile at row m, column n of C (M × N, row
+// stride ldc) goes: in place when whole and not accumulating, else to the
+// scratch tile and from there into C (finish). The caller stores the tile
+// (`_tile_stored` names its tile register by a literal: GCC pastes it into
+// the instruction, so no helper can take it as a parameter).
+struct TileOut {
+    float* to = nullptr;  // nullptr: the tile lies wholly in the padding
+    int64_t stride = 0;   // bytes between its rows at `to`
+    float* c = nullptr;
+    int64_t ldc = 0, rows = 0, cols = 0;
+    bool via_scratch = false, accumulate = false;
+    const float* scratch = nullptr;
+
+    void finish() const {
+        if (!via_scratch) return;
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t q = 0; q < cols; ++q)
+                c[r * ldc + q] = accumulate ? c[r * ldc + q] + scratch[r * kTileN + q] : scratch[r * kTileN + q];
+    }
+};
+
+TileOut tile_out(float* C, int64_t ldc, int64_t M, int64_t N, int64_t m, int64_t n, bool accumulate, float* scratch) {
+    TileOut o;
+    if (m >= M || n >= N) return o;
+    o.c = C + m * ldc + n;
+    o.ldc = ldc;
+    o.rows = std::min(kTileRows, M - m);
+    o.cols = std::min(kTileN, N - n);
+    o.accumulate = accumulate;
+    o.scratch = scratch;
+    o.via_scratch = accumulate || o.rows < kTileRows || o.cols < kTileN;
+    o.to = o.via_scratch ? scratch : o.c;
+    o.stride = (o.via_scratch ? kTileN : ldc) * static_cast<int64_t>(sizeof(float));
+    return o;
+}
+
 // One thread's share: rows [r0, r1) (r0 a multiple of 32) and column-block
 // pairs [j0, j1) of C (M × N, row stride ldc) = A (whole tiles, row stride
 // lda) · B.
@@ -109,18 +145,6 @@ PPOLAB_AMX void amx_block(float* C, int64_t ldc, int64_t M, int64_t N, const bf1
     _tile_loadconfig(&kFullTiles);
     alignas(64) float scratch[kTileRows * kTileN];
     const int64_t kb = B.kb, a_stride = lda * static_cast<int64_t>(sizeof(bf16));
-    // A finished 16 × 16 tile to C at (row m, column n): stored in place when
-    // whole and not accumulating, else through the scratch tile.
-    auto put = [&](int64_t m, int64_t n, auto store) {
-        if (m >= M || n >= N) return;
-        const int64_t rows = std::min(kTileRows, M - m), cols = std::min(kTileN, N - n);
-        float* c = C + m * ldc + n;
-        if (!accumulate && rows == kTileRows && cols == kTileN) return store(c, ldc * 4);
-        store(scratch, kTileN * 4);
-        for (int64_t r = 0; r < rows; ++r)
-            for (int64_t q = 0; q < cols; ++q)
-                c[r * ldc + q] = accumulate ? c[r * ldc + q] + scratch[r * kTileN + q] : scratch[r * kTileN + q];
-    };
     // The weight is read once per pass, mostly from DRAM: the tiles of the
     // next column pair are prefetched while this pair runs, spread over its
     // reduction steps (1.3–1.5× measured at the 0.5B's shapes, BENCHMARKS.md),
@@ -158,10 +182,26 @@ PPOLAB_AMX void amx_block(float* C, int64_t ldc, int64_t M, int64_t N, const bf1
                     for (int64_t q = 0; q < per_step && next < next_end; ++q, next += 64)
                         _mm_prefetch(next, _MM_HINT_T0);
                 }
-                put(m, n, [](float* p, int64_t s) { _tile_stored(0, p, s); });
-                put(m, n + kTileN, [](float* p, int64_t s) { _tile_stored(1, p, s); });
-                put(m + kTileRows, n, [](float* p, int64_t s) { _tile_stored(2, p, s); });
-                put(m + kTileRows, n + kTileN, [](float* p, int64_t s) { _tile_stored(3, p, s); });
+                TileOut out = tile_out(C, ldc, M, N, m, n, accumulate, scratch);
+                if (out.to) {
+                    _tile_stored(0, out.to, out.stride);
+                    out.finish();
+                }
+                out = tile_out(C, ldc, M, N, m, n + kTileN, accumulate, scratch);
+                if (out.to) {
+                    _tile_stored(1, out.to, out.stride);
+                    out.finish();
+                }
+                out = tile_out(C, ldc, M, N, m + kTileRows, n, accumulate, scratch);
+                if (out.to) {
+                    _tile_stored(2, out.to, out.stride);
+                    out.finish();
+                }
+                out = tile_out(C, ldc, M, N, m + kTileRows, n + kTileN, accumulate, scratch);
+                if (out.to) {
+                    _tile_stored(3, out.to, out.stride);
+                    out.finish();
+                }
             }
         }
     }

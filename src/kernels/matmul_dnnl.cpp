@@ -342,11 +342,10 @@ bool bf16_products_native() {
 }
 
 bool amx_frozen_products(std::string* why) {
-    if (!bf16_products_native()) {
-        if (why) *why = "BF16 products run as FP32";
-        return false;
-    }
-    return amx_allowed(why);
+    if (!amx_allowed(why)) return false;  // first: it reads (and checks) PPOLAB_AMX
+    if (bf16_products_native()) return true;
+    if (why) *why = "BF16 products run as FP32";
+    return false;
 }
 
 PrepackedWeight::PrepackedWeight(WeightView W)

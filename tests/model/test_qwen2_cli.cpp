@@ -122,6 +122,27 @@ TEST(Qwen2Cli, GenerateJsonAgreesWithTeacherForcing) {
     }
 }
 
+// PPOLAB_AMX=off keeps the frozen base off the AMX tiles for a whole command
+// and `ppolab version` says so, on any CPU (the switch is read before the
+// CPU is asked); `on` leaves the choice to the CPU; any other value stops the
+// command with an error naming the variable, what was expected and found.
+TEST(Qwen2Cli, AmxSwitchFromTheEnvironment) {
+    const char* bin = std::getenv("PPOLAB_BINARY");
+    ASSERT_NE(bin, nullptr) << "PPOLAB_BINARY is not set (run through ctest)";
+    Output off = run_shell(std::string("PPOLAB_AMX=off ") + bin + " version");
+    EXPECT_EQ(off.rc, 0) << off.out;
+    EXPECT_NE(off.out.find("frozen products  oneDNN (no AMX: switched off by PPOLAB_AMX=off)"), std::string::npos)
+        << off.out;
+    Output on = run_shell(std::string("PPOLAB_AMX=on ") + bin + " version");
+    EXPECT_EQ(on.rc, 0) << on.out;
+    EXPECT_NE(on.out.find("frozen products  "), std::string::npos) << on.out;
+    EXPECT_EQ(on.out.find("PPOLAB_AMX=off"), std::string::npos) << on.out;
+    Output bad = run_shell(std::string("PPOLAB_AMX=yes ") + bin + " version");
+    EXPECT_EQ(bad.rc, 1) << bad.out;
+    EXPECT_NE(bad.out.find("environment variable PPOLAB_AMX: expected on or off, found 'yes'"), std::string::npos)
+        << bad.out;
+}
+
 // PPOLAB_BF16_PRODUCTS chooses how BF16 products run for a whole command, and
 // `ppolab version` says which ran; a wrong value stops the command with an
 // error naming the variable, what was expected and what was found.
