@@ -51,18 +51,7 @@ constexpr int64_t kTileElems = kTileRows * kTileK;
 
 int64_t blocks(int64_t n, int64_t b) { return (n + b - 1) / b; }
 
-// Palette 1, tmm0–7 each 16 rows × 64 bytes (the layout of the ldtilecfg
-// operand: Intel SDM vol. 2, LDTILECFG).
-// A constant in read-only memory: GCC 12's _tile_loadconfig tells the
-// compiler it reads 8 bytes only, so a local's other stores could be dropped.
-struct alignas(64) TileConfig {
-    uint8_t palette = 1;
-    uint8_t start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-    uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-};
-const TileConfig kFullTiles{};
+const unit_rates::AmxTileConfig kFullTiles{};  // palette 1, tmm0–7 all 16 × 64 bytes
 
 // A 64-byte aligned, zero-filled BF16 buffer of n elements.
 std::unique_ptr<bf16[], AmxPack::Free> aligned_bf16(int64_t n) {

@@ -94,21 +94,11 @@ __attribute__((target("avx512f"))) void fp32_fma_loop(long iterations) {
                      : PPOLAB_CLOBBER_ZMM0_13);
 }
 
-namespace {
-// Palette 1, tiles 0–7 all 16 rows × 64 bytes.
-struct alignas(64) TileConfig {
-    uint8_t palette = 1, start_row = 0, reserved[14] = {};
-    uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-    uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-};
-static_assert(sizeof(TileConfig) == 64);
-}  // namespace
-
 // tmm0–3 accumulate C (16 × 16 FP32) += A (16 × 32 BF16, tmm4–5) ·
 // B (32 × 16 BF16 in VNNI pairs, tmm6–7), operands resident in the tiles.
 __attribute__((target("amx-tile,amx-bf16"))) void amx_tile_loop(long iterations) {
     if (iterations <= 0) return;
-    static const TileConfig cfg;
+    static const AmxTileConfig cfg;
     alignas(64) static const uint16_t operand[16 * 32] = {};  // zeros: the rate does not depend on the values
     const long stride = 64;
     __asm__ volatile(

@@ -10,6 +10,7 @@
 // by how many of those instructions a core retires per second.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace ppolab::unit_rates {
@@ -22,6 +23,18 @@ bool cpu_has_amx_bf16();     // cpuid leaf 7 EDX: AMX-BF16 (bit 22) and AMX-TILE
 // tile instruction faults. True when granted (also on later calls); else
 // false with the reason in *why.
 bool request_amx_tiles(std::string* why);
+// The ldtilecfg operand that every tile loop here uses: palette 1, tmm0–7
+// each 16 rows × 64 bytes (Intel SDM vol. 2, LDTILECFG). Keep it a constant
+// in read-only memory: GCC 12's _tile_loadconfig tells the compiler it reads
+// 8 bytes only, so a local's other stores could be dropped.
+struct alignas(64) AmxTileConfig {
+    uint8_t palette = 1;
+    uint8_t start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+    uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+static_assert(sizeof(AmxTileConfig) == 64);
 
 // FLOP per iteration of each loop.
 inline constexpr double kBf16DotFlop = 12 * 16 * 2 * 2;         // 12 × vdpbf16ps zmm
