@@ -11,7 +11,8 @@
 //   decode8  — the same for 8 rows decoded together (tok/s of all 8 rows), as
 //              evaluation decodes its independent rows
 //
-//   bench_model [--workload all|forward|decode|decode8|lora1|lora4] [--reps N] [--freeze] [--ab-amx]
+//   bench_model [--workload all|forward|decode|decode8|lora1|lora4] [--reps N] [--freeze]
+//               [--ab-amx | --ab-lm-chunk]
 //
 // --ab-amx alternates, repetition by repetition in one process, the frozen
 // base's products on the AMX tiles and on oneDNN (matmul_set_amx_allowed):
@@ -19,6 +20,10 @@
 // " [oneDNN]") and "amx_speedup", the median over repetitions of oneDNN's
 // time / AMX's time in the same repetition — a ratio the machine's drift
 // between runs does not reach. Needs --freeze and AMX tiles.
+// --ab-lm-chunk alternates in the same way the LM head's chunks of rows
+// (lm_set_chunk_bytes): the default budget (" [lm chunk 160 MiB]") against
+// chunks of 64 rows (" [lm chunk 64 rows]"), the engine before session 18;
+// "lm_chunk_speedup" is the median of the 64-row time / the default's.
 //
 // --freeze freezes every base matrix (freeze_base_matrices: prepacked for
 // oneDNN) before the workloads, as an engine holding a frozen base may do;
@@ -77,15 +82,22 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
     return t;
 }
 
-std::string suffix;   // " (frozen base)" with --freeze
-bool ab_amx = false;  // --ab-amx
+std::string suffix;                     // " (frozen base)" with --freeze
+enum class Ab { none, amx, lm_chunk };  // --ab-amx, --ab-lm-chunk
+Ab ab = Ab::none;
 
-// The sides a workload times in each repetition: the default, or AMX then
-// oneDNN (--ab-amx).
-std::vector<bool> sides() { return ab_amx ? std::vector<bool>{true, false} : std::vector<bool>{true}; }
-void choose_side(bool amx) {
-    if (ab_amx) matmul_set_amx_allowed(amx);
+// The sides a workload times in each repetition: the default, or (A/B) the
+// engine's choice then the alternative.
+std::vector<bool> sides() { return ab != Ab::none ? std::vector<bool>{true, false} : std::vector<bool>{true}; }
+void choose_side(bool first) {
+    if (ab == Ab::amx) matmul_set_amx_allowed(first);
+    if (ab == Ab::lm_chunk) lm_set_chunk_bytes(first ? kLmChunkBytes : 0);
 }
+const char* side_name(bool first) {
+    if (ab == Ab::amx) return first ? " [amx]" : " [oneDNN]";
+    return first ? " [lm chunk 160 MiB]" : " [lm chunk 64 rows]";
+}
+const char* speedup_key() { return ab == Ab::amx ? "amx_speedup" : "lm_chunk_speedup"; }
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -107,15 +119,15 @@ void report(const std::string& name, int64_t tokens, const std::vector<double>& 
 // One report per side; with two, the per-repetition ratio too.
 void report_sides(const std::string& name, int64_t tokens, const std::vector<double> (&secs)[2],
                   const std::vector<double> (&cpus)[2], const std::string& extra) {
-    if (!ab_amx) return report(name, tokens, secs[0], cpus[0], extra);
+    if (ab == Ab::none) return report(name, tokens, secs[0], cpus[0], extra);
     std::vector<double> ratio;
     for (size_t r = 0; r < secs[0].size(); ++r) ratio.push_back(secs[1][r] / secs[0][r]);
-    char buf[96];
-    std::snprintf(buf, sizeof buf, ", \"amx_speedup\": %.3f, \"amx_speedup_min\": %.3f, \"amx_speedup_max\": %.3f",
-                  median(ratio), *std::min_element(ratio.begin(), ratio.end()),
-                  *std::max_element(ratio.begin(), ratio.end()));
-    report(name + " [amx]", tokens, secs[0], cpus[0], extra + buf);
-    report(name + " [oneDNN]", tokens, secs[1], cpus[1], extra);
+    const char* key = speedup_key();
+    char buf[160];
+    std::snprintf(buf, sizeof buf, ", \"%s\": %.3f, \"%s_min\": %.3f, \"%s_max\": %.3f", key, median(ratio), key,
+                  *std::min_element(ratio.begin(), ratio.end()), key, *std::max_element(ratio.begin(), ratio.end()));
+    report(name + side_name(true), tokens, secs[0], cpus[0], extra + buf);
+    report(name + side_name(false), tokens, secs[1], cpus[1], extra);
 }
 
 void run_forward(const Qwen2Weights& w, int reps) {
@@ -172,7 +184,7 @@ void run_decode(const Qwen2Weights& w, int64_t B, int reps) {
     char extra[160];
     std::snprintf(extra, sizeof extra, ", \"prefill_ms\": %.2f, \"weight_gb_s\": %.1f", median(prefill[0]) * 1e3,
                   bytes / step * 1e-9);
-    if (ab_amx) {  // the prefill is where the tiles work: its own ratio
+    if (ab == Ab::amx) {  // the prefill is where the tiles work: its own ratio
         std::vector<double> ratio;
         for (size_t r = 0; r < prefill[0].size(); ++r) ratio.push_back(prefill[1][r] / prefill[0][r]);
         char more[96];
@@ -228,13 +240,14 @@ int main(int argc, char** argv) {
         std::string a = argv[i];
         if (a == "--workload" && i + 1 < argc) workload = argv[++i];
         else if (a == "--freeze") freeze = true;
-        else if (a == "--ab-amx") ab_amx = true;
+        else if (a == "--ab-amx") ab = Ab::amx;
+        else if (a == "--ab-lm-chunk") ab = Ab::lm_chunk;
         else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
         else {
             std::fprintf(
                 stderr,
                 "bench_model: unknown argument '%s'; expected --workload all|forward|decode|decode8|lora1|lora4, "
-                "--reps N, --freeze, --ab-amx\n",
+                "--reps N, --freeze, --ab-amx, --ab-lm-chunk\n",
                 a.c_str());
             return 2;
         }
@@ -249,7 +262,7 @@ int main(int argc, char** argv) {
             freeze_base_matrices(w);
             suffix = " (frozen base)";
         }
-        if (ab_amx && (!freeze || !matmul_has_amx()))
+        if (ab == Ab::amx && (!freeze || !matmul_has_amx()))
             fail("bench_model: --ab-amx needs --freeze and AMX tiles (",
                  matmul_has_amx() ? "add --freeze" : "none here", ")");
         std::vector<std::string> todo;

@@ -2,9 +2,12 @@
 //   logits = h · Wᵀ,  lse[n] = log Σ_v exp(logits[n,v]),  logp[n] = logits[n,target[n]] − lse[n]
 // Backward: dlogits[n,v] = dlogp[n] · (1[v = target[n]] − softmax(logits[n])[v]),
 //   dh = dlogits · W,  dW += dlogitsᵀ · h.
-// Without a keeper (LmKeep) only kLmChunk rows of logits exist at a time, in
-// a buffer kept by the calling thread across calls (first-touch page faults
-// are expensive), and the backward recomputes them; with one, the forward
+// Rows go through the output layer in chunks of lm_chunk_rows(V), the same
+// chunks in every path; each chunk reads the whole weight once (272 MB on
+// the 0.5B shape: at 64 rows a chunk the read bounded the product). Without
+// a keeper (LmKeep) only one chunk of logits exists at a time, in a buffer
+// kept by the calling thread across calls (first-touch page faults are
+// expensive), and the backward recomputes them; with one, the forward
 // writes all N rows into it and the backward reads them. The
 // matmuls go through matmul.h; the per-row exp passes run on whole vectors
 // (simd.h). The backward skips rows whose dlogp is 0 (prompt tokens,
@@ -15,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "kernels/simd.h"
@@ -28,7 +32,8 @@ namespace {
 
 using namespace simd;
 
-constexpr int64_t kLmChunk = 64;  // rows of logits materialised at once
+constexpr int64_t kLmMinChunk = 64;  // rows of a chunk at least, whatever the byte budget
+int64_t lm_chunk_bytes = kLmChunkBytes;
 
 // The calling thread's logits buffer (shared by forward and backward), at least n floats.
 float* lm_scratch(size_t n) {
@@ -105,6 +110,15 @@ void row_scaled_softmax(float* z, int64_t n, float lse, float g) {
 
 }  // namespace
 
+int64_t lm_chunk_rows(int64_t V) {
+    return std::max(kLmMinChunk, lm_chunk_bytes / (std::max<int64_t>(V, 1) * int64_t{sizeof(float)}) / 32 * 32);
+}
+
+int64_t lm_set_chunk_bytes(int64_t bytes) {
+    PPOLAB_ASSERT(bytes >= 0);
+    return std::exchange(lm_chunk_bytes, bytes);
+}
+
 void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, WeightView W, int64_t N, LmKeep* keep) {
     // logp (N); h (N, H); targets (N); W (V, H)
     lm_check(targets, W, N);
@@ -120,9 +134,10 @@ void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, We
         }
     }
     const bool kept = keep && keep->valid;
-    float* scratch = kept ? nullptr : lm_scratch(static_cast<size_t>(std::min(N, kLmChunk) * V));  // (chunk, V)
-    for (int64_t n0 = 0; n0 < N; n0 += kLmChunk) {
-        const int64_t rows = std::min(kLmChunk, N - n0);
+    const int64_t chunk = lm_chunk_rows(V);
+    float* scratch = kept ? nullptr : lm_scratch(static_cast<size_t>(std::min(N, chunk) * V));  // (chunk, V)
+    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+        const int64_t rows = std::min(chunk, N - n0);
         float* logits = kept ? keep->logits.data() + n0 * V : scratch;
         linear_forward(logits, h + n0 * W.cols, W, rows);
 #pragma omp parallel for schedule(static) if (rows * V > 65536)
@@ -149,13 +164,16 @@ void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float*
     const int64_t L = static_cast<int64_t>(live.size());
     const bool kept = keep && keep->valid && keep->h == h && keep->w == W.data && keep->N == N;
     const bool all_live = L == N;  // rows contiguous: read h, the kept logits and dh in place
-    const int64_t chunk = std::min(L, kLmChunk);
-    float* scratch = lm_scratch(static_cast<size_t>(chunk * V + 2 * chunk * H));
-    for (int64_t i0 = 0; i0 < L; i0 += kLmChunk) {
-        const int64_t rows = std::min(kLmChunk, L - i0);
-        float* logits = scratch;            // (rows, V): logits in, dlogits out
-        float* hbuf = scratch + chunk * V;  // (rows, H) gathered h
-        float* dhc = hbuf + chunk * H;      // (rows, H)
+    const int64_t max_rows = lm_chunk_rows(V), chunk = std::min(L, max_rows);
+    // Scratch only for what is not read in place: the logits unless kept
+    // with every row live, the gathered h and dh unless every row is live.
+    const int64_t logit_floats = kept && all_live ? 0 : chunk * V;
+    float* scratch = lm_scratch(static_cast<size_t>(logit_floats + (all_live ? 0 : 2 * chunk * H)));
+    for (int64_t i0 = 0; i0 < L; i0 += max_rows) {
+        const int64_t rows = std::min(max_rows, L - i0);
+        float* logits = scratch;                         // (rows, V): logits in, dlogits out
+        float* hbuf = scratch + logit_floats;            // (rows, H) gathered h
+        float* dhc = hbuf + (all_live ? 0 : chunk * H);  // (rows, H)
         const float* hc = hbuf;
         if (all_live) {
             hc = h + i0 * H;

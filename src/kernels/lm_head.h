@@ -28,6 +28,18 @@ struct LmKeep {
     bool valid = false;
 };
 
+// Rows go through the output layer in chunks of lm_chunk_rows(V): as many
+// rows as fit in the chunk budget (160 MiB of logits: 256 rows of
+// Qwen2.5's vocabulary of 151936), a multiple of 32, at least 64. Each chunk
+// reads the whole weight once, so larger chunks read it fewer times; the
+// forward, the backward and the recompute use the same chunks.
+inline constexpr int64_t kLmChunkBytes = int64_t{160} << 20;
+int64_t lm_chunk_rows(int64_t V);
+// Sets the chunk budget in bytes (0: chunks of 64 rows, the engine before
+// session 18) and returns the previous one. For tests and benchmarks
+// (bench_model --ab-lm-chunk); the engine never changes it.
+int64_t lm_set_chunk_bytes(int64_t bytes);
+
 // h: (N, H) final hidden states; targets: (N) token ids in [0, V).
 // keep (optional): receives the logits for the backward.
 void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, WeightView W, int64_t N,

@@ -111,48 +111,96 @@ TEST(LmHead, Bf16WeightSeesTheInputRoundedToBf16) {
     });
 }
 
+// Sets the LM head's chunk budget for a scope.
+struct ChunkBudget {
+    explicit ChunkBudget(int64_t bytes) : previous(lm_set_chunk_bytes(bytes)) {}
+    ~ChunkBudget() { lm_set_chunk_bytes(previous); }
+    ChunkBudget(const ChunkBudget&) = delete;
+    ChunkBudget& operator=(const ChunkBudget&) = delete;
+    int64_t previous;
+};
+
 // Logits kept by the forward (LmKeep) give the backward exactly what the
 // recompute gives: dh and dW bit for bit, with every row live (read in
-// place) and with rows whose dlogp is 0 (gathered), across several 64-row
-// chunks; a keeper too small, or one from other rows, falls back to the
-// recompute; the forward's log-probs are the same with or without one.
+// place) and with rows whose dlogp is 0 (gathered), in one chunk and across
+// several 64-row chunks; a keeper too small, or one from other rows, falls
+// back to the recompute; the forward's log-probs are the same with or
+// without one.
 TEST(LmHead, KeptLogitsGiveTheRecomputedGradientsBitForBit) {
     const int64_t N = 150, H = 24, V = 500;
-    auto h = kt::cast<float>(kt::random_vec(N * H, 21, -2, 2));
-    auto Wf = kt::cast<float>(kt::random_vec(V * H, 22, -1, 1));
-    std::vector<bf16> Wb(Wf.size());
-    for (size_t i = 0; i < Wf.size(); ++i) Wb[i] = float_to_bf16(Wf[i]);
-    auto t = random_targets(N, V, 23);
-    for (WeightView W : {WeightView{WeightType::f32, Wf.data(), V, H}, WeightView{WeightType::bf16, Wb.data(), V, H}})
-        for (bool some_dead : {false, true}) {
-            auto dlogp = kt::cast<float>(kt::random_vec(N, 24));
-            if (some_dead)
-                for (int64_t n = 0; n < N; n += 3) dlogp[n] = 0.f;
-            std::vector<float> logp0(N), dh0(N * H), dW0(V * H, 0.f);
-            lm_logprobs_forward(logp0.data(), h.data(), t.data(), W, N);
-            lm_logprobs_backward(dh0.data(), dW0.data(), dlogp.data(), h.data(), t.data(), W, N);
-            for (int64_t budget : {int64_t{1} << 30, int64_t{1000}}) {
-                LmKeep keep;
-                keep.max_bytes = budget;
-                std::vector<float> logp(N), dh(N * H), dW(V * H, 0.f);
-                lm_logprobs_forward(logp.data(), h.data(), t.data(), W, N, &keep);
-                EXPECT_EQ(keep.valid, budget > N * V * 4);
-                lm_logprobs_backward(dh.data(), dW.data(), dlogp.data(), h.data(), t.data(), W, N, &keep);
-                EXPECT_FALSE(keep.valid) << "a keeper serves one backward";
-                const std::string what = std::string(W.type == WeightType::bf16 ? "bf16" : "f32") +
-                                         (some_dead ? ", some rows dead" : ", all rows live") +
-                                         (budget > N * V * 4 ? ", kept" : ", recomputed");
-                kt::expect_close(logp, logp0, 0, 0, "logp " + what);
-                kt::expect_close(dh, dh0, 0, 0, "dh " + what);
-                kt::expect_close(dW, dW0, 0, 0, "dW " + what);
+    for (int64_t chunk_bytes : {kLmChunkBytes, int64_t{0}}) {
+        const ChunkBudget budget_scope(chunk_bytes);
+        ASSERT_EQ(lm_chunk_rows(V), chunk_bytes ? 83872 : 64);
+        auto h = kt::cast<float>(kt::random_vec(N * H, 21, -2, 2));
+        auto Wf = kt::cast<float>(kt::random_vec(V * H, 22, -1, 1));
+        std::vector<bf16> Wb(Wf.size());
+        for (size_t i = 0; i < Wf.size(); ++i) Wb[i] = float_to_bf16(Wf[i]);
+        auto t = random_targets(N, V, 23);
+        for (WeightView W :
+             {WeightView{WeightType::f32, Wf.data(), V, H}, WeightView{WeightType::bf16, Wb.data(), V, H}})
+            for (bool some_dead : {false, true}) {
+                auto dlogp = kt::cast<float>(kt::random_vec(N, 24));
+                if (some_dead)
+                    for (int64_t n = 0; n < N; n += 3) dlogp[n] = 0.f;
+                std::vector<float> logp0(N), dh0(N * H), dW0(V * H, 0.f);
+                lm_logprobs_forward(logp0.data(), h.data(), t.data(), W, N);
+                lm_logprobs_backward(dh0.data(), dW0.data(), dlogp.data(), h.data(), t.data(), W, N);
+                for (int64_t budget : {int64_t{1} << 30, int64_t{1000}}) {
+                    LmKeep keep;
+                    keep.max_bytes = budget;
+                    std::vector<float> logp(N), dh(N * H), dW(V * H, 0.f);
+                    lm_logprobs_forward(logp.data(), h.data(), t.data(), W, N, &keep);
+                    EXPECT_EQ(keep.valid, budget > N * V * 4);
+                    lm_logprobs_backward(dh.data(), dW.data(), dlogp.data(), h.data(), t.data(), W, N, &keep);
+                    EXPECT_FALSE(keep.valid) << "a keeper serves one backward";
+                    const std::string what = std::string(W.type == WeightType::bf16 ? "bf16" : "f32") +
+                                             (some_dead ? ", some rows dead" : ", all rows live") +
+                                             (budget > N * V * 4 ? ", kept" : ", recomputed");
+                    kt::expect_close(logp, logp0, 0, 0, "logp " + what);
+                    kt::expect_close(dh, dh0, 0, 0, "dh " + what);
+                    kt::expect_close(dW, dW0, 0, 0, "dW " + what);
+                }
+                // A keeper of other rows (another h) is not used.
+                LmKeep other;
+                std::vector<float> logp(N), dh(N * H), dW(V * H, 0.f), h2 = h;
+                lm_logprobs_forward(logp.data(), h2.data(), t.data(), W, N, &other);
+                lm_logprobs_backward(dh.data(), dW.data(), dlogp.data(), h.data(), t.data(), W, N, &other);
+                kt::expect_close(dh, dh0, 0, 0, "dh with a keeper of another h");
             }
-            // A keeper of other rows (another h) is not used.
-            LmKeep other;
-            std::vector<float> logp(N), dh(N * H), dW(V * H, 0.f), h2 = h;
-            lm_logprobs_forward(logp.data(), h2.data(), t.data(), W, N, &other);
-            lm_logprobs_backward(dh.data(), dW.data(), dlogp.data(), h.data(), t.data(), W, N, &other);
-            kt::expect_close(dh, dh0, 0, 0, "dh with a keeper of another h");
-        }
+    }
+}
+
+// The chunk: a multiple of 32 rows within the budget, at least 64 rows (256
+// for Qwen2.5's vocabulary at the default budget). Log-probs and gradients
+// do not depend on it beyond float summation order.
+TEST(LmHead, ChunkRowsAndResultsAcrossChunkSizes) {
+    EXPECT_EQ(lm_chunk_rows(151936), 256);
+    EXPECT_EQ(lm_chunk_rows(kLmChunkBytes / 4 / 40), 64);  // 40 rows fit: still 64
+    {
+        const ChunkBudget small(0);
+        EXPECT_EQ(lm_chunk_rows(151936), 64);
+        EXPECT_EQ(lm_chunk_rows(10), 64);
+    }
+    const ChunkBudget mid(int64_t{4} * 100 * 96);  // 96 rows of V = 100
+    EXPECT_EQ(lm_chunk_rows(100), 96);
+    const int64_t N = 200, H = 16, V = 100;
+    auto h = kt::cast<float>(kt::random_vec(N * H, 31, -2, 2));
+    auto W = kt::cast<float>(kt::random_vec(V * H, 32, -1, 1));
+    auto t = random_targets(N, V, 33);
+    auto dlogp = kt::cast<float>(kt::random_vec(N, 34));
+    const WeightView Wv{WeightType::f32, W.data(), V, H};
+    std::vector<float> logp_a(N), dh_a(N * H), dW_a(V * H, 0.f), logp_b(N), dh_b(N * H), dW_b(V * H, 0.f);
+    lm_logprobs_forward(logp_a.data(), h.data(), t.data(), Wv, N);  // chunks of 96, 96, 8
+    lm_logprobs_backward(dh_a.data(), dW_a.data(), dlogp.data(), h.data(), t.data(), Wv, N);
+    {
+        const ChunkBudget whole(kLmChunkBytes);  // one chunk
+        lm_logprobs_forward(logp_b.data(), h.data(), t.data(), Wv, N);
+        lm_logprobs_backward(dh_b.data(), dW_b.data(), dlogp.data(), h.data(), t.data(), Wv, N);
+    }
+    kt::expect_close(logp_a, logp_b, 1e-6, 1e-6, "logp, chunks of 96 vs one chunk");
+    kt::expect_close(dh_a, dh_b, 1e-6, 1e-6, "dh, chunks of 96 vs one chunk");
+    kt::expect_close(dW_a, dW_b, 1e-5, 1e-5, "dW, chunks of 96 vs one chunk");
+    kt::expect_close(logp_a, logprobs_double(h, W, t, N, H, V), 1e-5, 1e-5, "logp vs double");
 }
 
 // A BF16 weight with a weight gradient is mixed precision (the BF16 copy of
