@@ -7,7 +7,9 @@
 // bf16/…: the frozen forward with BF16 products native against BF16 as FP32
 // (Bf16Products, matmul_backend.h) at the 0.5B's and the tiny default's
 // shapes (and at M = 1 the portable loops that decode used before the FP32
-// FMA stream), to be read as ratios of one interleaved run:
+// FMA stream); amx/: frozen products on the AMX tiles against oneDNN's;
+// decode/: 1 and 8 rows on the tiles against the small-M stream — all to be
+// read as ratios of one interleaved run:
 //
 //   build/bin/bench_matmul --benchmark_filter=bf16/ --benchmark_repetitions=5
 //       --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
@@ -22,6 +24,7 @@
 #include <omp.h>
 
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -195,7 +198,10 @@ void bench_frozen_path(benchmark::State& state, Proj p, int64_t M, bool backward
         benchmark::DoNotOptimize(out.data());
         benchmark::ClobberMemory();
     }
-    set_counters(state, M, p.N, p.K, path == MatmulPath::amx ? matmul_path_name(M, w.view()) : "dnnl frozen W");
+    set_counters(state, M, p.N, p.K,
+                 path == MatmulPath::amx       ? matmul_path_name(M, w.view())
+                 : path == MatmulPath::small_m ? "small_m frozen W"
+                                               : "dnnl frozen W");
     matmul_set_path(MatmulPath::automatic);
 }
 
@@ -280,6 +286,18 @@ int main(int argc, char** argv) {
                 if (std::string(p.name) != "lm_head" || M == 64) amx_pair(p, M, backward);
     for (const Proj& p : kTinyProjections)
         for (int64_t M : {128, 672}) amx_pair(p, M, false);
+    // decode/: a decode step's products (1 and 8 rows, frozen weights read
+    // from DRAM) on the AMX tiles against the small-M stream.
+    std::vector<Proj> decode_shapes(std::begin(kProjections), std::end(kProjections));
+    decode_shapes.insert(decode_shapes.end(), std::begin(kTinyProjections), std::end(kTinyProjections));
+    for (const Proj& p : decode_shapes)
+        for (int64_t M : {1, 8})
+            for (auto [path, name] : {std::pair{MatmulPath::amx, "/amx"}, std::pair{MatmulPath::small_m, "/small_m"}})
+                benchmark::RegisterBenchmark(
+                    (std::string("decode/") + p.name + "/M" + std::to_string(M) + name).c_str(), bench_frozen_path, p,
+                    M, false, path)
+                    ->Unit(benchmark::kMillisecond)
+                    ->UseRealTime();
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

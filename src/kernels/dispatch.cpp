@@ -63,14 +63,14 @@ std::string dispatch_text(const DispatchReport& r) {
                   "build            %s\n"
                   "cpu              avx2+fma %s, avx512 %s, avx512_bf16 %s, amx_bf16 %s\n"
                   "layer kernels    %s (rmsnorm, rope, swiglu, attention)\n"
-                  "decode products  %s (BF16 products of at most 8 rows)\n"
+                  "decode products  %s (BF16 products of at most 8 rows but the frozen base's)\n"
                   "frozen products  %s\n"
                   "other products   %s (dispatches by itself; ONEDNN_VERBOSE=1 names its kernels)\n"
                   "BF16 products    %s\n"
                   "                 (%s)\n",
                   r.build.c_str(), yn(r.avx2_fma), yn(r.avx512), yn(r.avx512_bf16), yn(r.amx_bf16),
                   r.layer_kernels.c_str(), r.decode_products.c_str(),
-                  r.frozen_products == "amx" ? "amx (tdpbf16ps; the frozen base's BF16 products of more than 8 rows)"
+                  r.frozen_products == "amx" ? "amx (tdpbf16ps; every BF16 product of the frozen base, decode included)"
                                              : ("oneDNN (no AMX: " + r.frozen_why + ")").c_str(),
                   r.onednn.c_str(),
                   r.bf16_products != "native" ? "as FP32 products of the BF16-rounded values"

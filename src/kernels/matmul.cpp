@@ -1,9 +1,10 @@
 // matmul.cpp — the public entry points of matmul.h: argument checks and the
-// choice of path (see matmul_backend.h). Decode-sized products (M ≤ kSmallM)
-// go to the streaming AVX-512 kernels whatever their K (so that a row's
-// result does not depend on how many rows come with it), larger products of
-// a frozen BF16 weight to the AMX tiles where granted, everything else to
-// oneDNN; a CPU without AVX-512 gets the streaming kernels' portable twin.
+// choice of path (see matmul_backend.h). Products of a frozen BF16 weight go
+// to the AMX tiles where granted, at any M; other decode-sized products
+// (M ≤ kSmallM) to the streaming AVX-512 kernels whatever their K (so that a
+// row's result does not depend on how many rows come with it), everything
+// else to oneDNN; a CPU without AVX-512 gets the streaming kernels' portable
+// twin.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -23,18 +24,21 @@ enum class Product { forward, backward_input, backward_weight };
 // Tiny products (adapters of a tiny model, tests) run on the calling thread
 // in the portable loops: a oneDNN call or an OpenMP region costs more than
 // the work. Decode-sized products (M ≤ kRowInvariantRows) never go to
-// oneDNN, and their path depends on the weight's shape only, never on M, so
-// each row's result is bitwise what it is alone (matmul.h): kTinyWork is
-// compared with one row's multiply-adds there, and both the portable loops
-// and the small-M kernels sum every row in the same order at any M. Larger
-// products of a frozen BF16 weight go to the AMX tiles where they compute
-// BF16 natively, the rest to oneDNN.
+// oneDNN, and their path depends on the weight only, never on M, so each
+// row's result is bitwise what it is alone (matmul.h): kTinyWork is compared
+// with one row's multiply-adds there, and the portable loops, the small-M
+// kernels and the AMX tiles sum every row in the same order at any M.
+// Products of a frozen BF16 weight go to the AMX tiles where they compute
+// BF16 natively (decode too: reading the weight bounds it, and the tiles
+// read it faster than the small-M stream for up to 8 rows, BENCHMARKS.md
+// session 18), larger products of other weights to oneDNN.
 MatmulPath choose(int64_t M, int64_t N, int64_t K, Product product, WeightType type, bool frozen) {
     MatmulPath p = forced_path.load(std::memory_order_relaxed);
     if (p == MatmulPath::automatic) {
-        if (M <= kSmallM) p = N * K < kTinyWork ? MatmulPath::portable : MatmulPath::small_m;
+        const bool tiles = frozen && type == WeightType::bf16 && amx_frozen_products();
+        if (M <= kSmallM) p = N * K < kTinyWork ? MatmulPath::portable : tiles ? MatmulPath::amx : MatmulPath::small_m;
         else if (M * N * K < kTinyWork) p = MatmulPath::portable;
-        else p = frozen && amx_frozen_products() ? MatmulPath::amx : MatmulPath::dnnl;
+        else p = tiles ? MatmulPath::amx : MatmulPath::dnnl;
     }
     if (p == MatmulPath::small_m && simd::simd_cpu_level() != simd::SimdLevel::avx512) p = MatmulPath::portable;
     if (p == MatmulPath::amx && (type != WeightType::bf16 || product == Product::backward_weight || !matmul_has_amx()))

@@ -1,5 +1,5 @@
-// matmul_amx.cpp — the AMX-BF16 path: products of more than kSmallM rows
-// with a BF16 weight (the frozen base's forward and backward to the input),
+// matmul_amx.cpp — the AMX-BF16 path: products with a BF16 weight (the
+// frozen base's forward and backward to the input, decode included),
 // on Intel's tile unit (`tdpbf16ps`: a 16 × 16 FP32 tile += a 16 × 32 BF16
 // tile · a 32 × 16 BF16 tile, 16 384 FLOP per instruction).
 //
@@ -21,7 +21,8 @@
 //
 // Register blocking: 2 × 2 output tiles (32 rows × 32 columns) in tmm0–3,
 // two A tiles in tmm4–5 and two B tiles in tmm6–7: four tile loads feed four
-// `tdpbf16ps`. The threads split the column pairs of a large weight, or the
+// `tdpbf16ps`; 1 × 2 where the lower 16 rows are all padding (decode), with
+// each element's sum the same. The threads split the column pairs of a large weight, or the
 // rows of a small one (amx_product); a thread walks its columns in pairs of
 // blocks, and for each pair the rows of a pass (as many as keep A in L2).
 #include "kernels/matmul_amx.h"
@@ -85,6 +86,9 @@ void left_row(bf16* a, const float* x, int64_t m, int64_t M, int64_t cols, int64
 // in about 1 MiB (half of an L2), so that A is read from L2, not L3, by
 // every column pair of the pass (the weight is read once per pass).
 constexpr int64_t kPassBytes = int64_t(1) << 20;
+// A weight of this many bytes is read by all threads even for one row: a
+// thread alone read a 1.6 MB weight at half the small-M stream's speed.
+constexpr int64_t kParallelBytes = int64_t(1) << 17;
 
 // Where the finished 16 × 16 tile at row m, column n of C (M × N, row
 // stride ldc) goes: in place when whole and not accumulating, else to the
@@ -157,6 +161,28 @@ PPOLAB_AMX void amx_block(float* C, int64_t ldc, int64_t M, int64_t N, const bf1
                 const bf16* a1 = a0 + kTileRows * lda;
                 _tile_zero(0);
                 _tile_zero(1);
+                if (m + kTileRows >= M) {  // the lower tiles are all padding (decode: M ≤ 16): 1 × 2 tiles
+                    for (int64_t p = 0; p < kb; ++p) {
+                        _tile_loadd(4, a0 + p * kTileK, a_stride);
+                        _tile_loadd(6, b0 + p * kTileElems, 64);
+                        _tile_loadd(7, b1 + p * kTileElems, 64);
+                        _tile_dpbf16ps(0, 4, 6);
+                        _tile_dpbf16ps(1, 4, 7);
+                        for (int64_t q = 0; q < per_step && next < next_end; ++q, next += 64)
+                            _mm_prefetch(next, _MM_HINT_T0);
+                    }
+                    TileOut out = tile_out(C, ldc, M, N, m, n, accumulate, scratch);
+                    if (out.to) {
+                        _tile_stored(0, out.to, out.stride);
+                        out.finish();
+                    }
+                    out = tile_out(C, ldc, M, N, m, n + kTileN, accumulate, scratch);
+                    if (out.to) {
+                        _tile_stored(1, out.to, out.stride);
+                        out.finish();
+                    }
+                    continue;
+                }
                 _tile_zero(2);
                 _tile_zero(3);
                 for (int64_t p = 0; p < kb; ++p) {
@@ -209,7 +235,9 @@ void amx_product(float* C, const float* x, int64_t M, const AmxPack& B, bool acc
     const int64_t lda = B.kb * kTileK, rows = blocks(M, 2 * kTileRows) * 2 * kTileRows;
     bf16* A = left_buffer(rows, lda);
     const int64_t pairs = B.nb / 2, row_blocks = rows / (2 * kTileRows);
-    const bool parallel = M * B.n * B.k >= (int64_t(1) << 20) && (pairs > 1 || row_blocks > 1);
+    // Threads where the work is large or the weight is (decode: reading it is the work).
+    const bool parallel =
+        (M * B.n * B.k >= (int64_t(1) << 20) || B.bytes() >= kParallelBytes) && (pairs > 1 || row_blocks > 1);
 #pragma omp parallel if (parallel)
     {
         const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();

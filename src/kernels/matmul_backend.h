@@ -2,20 +2,22 @@
 // benchmarks: which path a call takes, and each path callable on its own.
 //
 // Paths (chosen per call by linear_forward & co. when the path is automatic):
-//   small_m  — M ≤ kSmallM rows (decode): hand-written AVX-512 kernels that
+//   small_m  — M ≤ kSmallM rows (decode) but the frozen base's where AMX
+//              runs: hand-written AVX-512 kernels that
 //              stream the weights once for all rows (`vdpbf16ps` for BF16
 //              weights, or FMA on the weights widened to FP32 where BF16
 //              products are not native; FMA for FP32), parallel over output
 //              rows (OpenMP). Needs AVX-512 F/BW/VL/DQ at run time, else the
 //              portable path runs.
-//   amx      — M > kSmallM rows, a BF16 weight, BF16 products native and
-//              AMX-BF16 tiles granted (matmul_amx.cpp): the forward and the
+//   amx      — a BF16 weight, BF16 products native and AMX-BF16 tiles
+//              granted (matmul_amx.cpp), at any M: the forward and the
 //              backward to the input on tiles (`tdpbf16ps`), the weight read
 //              as VNNI tiles packed once for a frozen weight (PrepackedWeight)
 //              or per call otherwise. The automatic path takes it for frozen
 //              weights only (the frozen base; a weight that changes every
-//              step is packed by oneDNN's own kernels). The weight gradient
-//              stays on oneDNN.
+//              step is packed by oneDNN's own kernels), decode included: a
+//              row's sum does not depend on M, so row invariance holds. The
+//              weight gradient stays on oneDNN.
 //   dnnl     — oneDNN 2.6 matmul (BF16 src/weights + FP32 dst, or FP32),
 //              primitives cached by shape. Without a BF16 dot-product
 //              instruction a BF16 product runs as an FP32 product of the

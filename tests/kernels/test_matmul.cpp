@@ -394,7 +394,8 @@ TEST(Matmul, GaussianWithinSummationBound) {
 
 // Row invariance (matmul.h): up to kRowInvariantRows rows, each row of a
 // product is bitwise the product of that row alone, on the automatic path
-// and on each decode path forced (small-M native and as FP32, portable);
+// (unfrozen, and frozen: the AMX tiles where granted) and on each decode
+// path forced (small-M native and as FP32, AMX for a BF16 weight, portable);
 // Gaussian data so that a change of summation order shows. Shapes: tiny
 // (portable), the 0.5B's K = 896 and the down projection's K = 4864.
 TEST(Matmul, DecodeRowsAreBitwiseTheirRowAlone) {
@@ -402,26 +403,39 @@ TEST(Matmul, DecodeRowsAreBitwiseTheirRowAlone) {
     const Variant decode_paths[] = {{MatmulPath::automatic, Bf16Products::automatic},
                                     {MatmulPath::small_m, Bf16Products::native},
                                     {MatmulPath::small_m, Bf16Products::f32},
+                                    {MatmulPath::amx, Bf16Products::native},
                                     {MatmulPath::portable, Bf16Products::automatic}};
     for (WeightType type : {WeightType::bf16, WeightType::f32})
         for (auto [N, K] : {std::pair<int64_t, int64_t>{8, 40}, {96, 896}, {40, 4864}, {33, 1000}}) {
             TestWeight W = gaussian_weight(type, N, K, rng);
+            std::unique_ptr<PrepackedWeight> packed;
+            if (type == WeightType::bf16) packed = std::make_unique<PrepackedWeight>(W.view());
             std::vector<float> X = gaussian(kRowInvariantRows * K, rng);  // (8, K)
-            for (const Variant& p : decode_paths) {
-                PathGuard guard(p);
-                std::vector<float> alone(kRowInvariantRows * N);  // row m computed with M = 1
-                for (int64_t m = 0; m < kRowInvariantRows; ++m)
-                    linear_forward(alone.data() + m * N, X.data() + m * K, W.view(), 1);
-                for (int64_t M = 2; M <= kRowInvariantRows; ++M)
-                    for (int64_t first : {int64_t(0), kRowInvariantRows - M}) {  // rows [first, first + M)
-                        std::vector<float> y(M * N);
-                        linear_forward(y.data(), X.data() + first * K, W.view(), M);
-                        std::vector<float> want(alone.begin() + first * N, alone.begin() + (first + M) * N);
-                        EXPECT_TRUE(same_bits(y, want, N))
-                            << path_label(p) << (type == WeightType::bf16 ? " bf16" : " f32") << " M=" << M
-                            << " from row " << first << " N=" << N << " K=" << K;
+            for (bool frozen : {false, true})
+                for (const Variant& p : decode_paths) {
+                    if (frozen && (!packed || p.path != MatmulPath::automatic)) continue;
+                    // A forced AMX path computes BF16 weights only (an FP32 one goes to oneDNN) and needs the tiles.
+                    if (p.path == MatmulPath::amx && (type != WeightType::bf16 || !matmul_has_amx())) continue;
+                    WeightView view = W.view();
+                    if (frozen) view.prepacked = packed.get();
+                    const std::string label = std::string(path_label(p)) + (frozen ? " frozen" : "") +
+                                              (type == WeightType::bf16 ? " bf16" : " f32") + " (" +
+                                              matmul_path_name(1, view) + ")";
+                    PathGuard guard(p);
+                    std::vector<float> alone(kRowInvariantRows * N);  // row m computed with M = 1
+                    for (int64_t m = 0; m < kRowInvariantRows; ++m)
+                        linear_forward(alone.data() + m * N, X.data() + m * K, view, 1);
+                    for (int64_t M = 2; M <= kRowInvariantRows; ++M) {
+                        EXPECT_STREQ(matmul_path_name(M, view), matmul_path_name(1, view)) << label;
+                        for (int64_t first : {int64_t(0), kRowInvariantRows - M}) {  // rows [first, first + M)
+                            std::vector<float> y(M * N);
+                            linear_forward(y.data(), X.data() + first * K, view, M);
+                            std::vector<float> want(alone.begin() + first * N, alone.begin() + (first + M) * N);
+                            EXPECT_TRUE(same_bits(y, want, N))
+                                << label << " M=" << M << " from row " << first << " N=" << N << " K=" << K;
+                        }
                     }
-            }
+                }
         }
 }
 
@@ -578,8 +592,8 @@ TEST(Matmul, AmxPackPlacesEveryElementInVnniOrder) {
     }
 }
 
-// The automatic path sends products of more than kSmallM rows through a
-// frozen BF16 weight to the AMX tiles exactly where they are granted and
+// The automatic path sends products through a frozen BF16 weight, decode
+// (M ≤ kSmallM) included, to the AMX tiles exactly where they are granted and
 // BF16 products are native; an unfrozen or FP32 weight, BF16 products as
 // FP32, and a forced AMX path that cannot run all go to oneDNN. A frozen
 // product that ran on tiles leaves the weight's VNNI copy behind.
@@ -605,7 +619,19 @@ TEST(Matmul, AmxPathTakenExactlyWhereItCanRun) {
     }
     EXPECT_STREQ(matmul_path_name(M, frozen), amx ? "amx" : "dnnl");
     EXPECT_STREQ(matmul_path_name(M, W.view()), "dnnl");
-    EXPECT_STREQ(matmul_path_name(kSmallM, frozen), matmul_path_name(kSmallM, N, K));  // decode: row invariance first
+    {  // decode (M ≤ kSmallM): on tiles too, unless the weight is tiny (one row's work under kTinyWork)
+        const int64_t K2 = 512;
+        TestWeight W2 = integer_weight(WeightType::bf16, N, K2, 2, rng);
+        PrepackedWeight packed2(W2.view());
+        WeightView frozen2 = W2.view();
+        frozen2.prepacked = &packed2;
+        ASSERT_LT(N * K, kTinyWork);
+        ASSERT_GE(N * K2, kTinyWork);
+        for (int64_t m = 1; m <= kSmallM; ++m) {
+            EXPECT_STREQ(matmul_path_name(m, frozen2), amx ? "amx" : matmul_path_name(m, N, K2)) << "M=" << m;
+            EXPECT_STREQ(matmul_path_name(m, frozen), "portable") << "M=" << m;
+        }
+    }
     {
         PathGuard guard({MatmulPath::automatic, Bf16Products::f32});
         EXPECT_STREQ(matmul_path_name(M, frozen), "dnnl");
