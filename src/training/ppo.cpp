@@ -117,7 +117,8 @@ std::vector<Rollout> PpoRun::iterate() {
     // 3. per-token rewards −β(old − ref), the terminal reward on the last token, and
     // 4. advantages and returns (GAE), all detached
     const RolloutStats stats = advantages(rollouts);
-    // 5. the updates of actor and critic over the same rollouts
+    // 5. the updates of actor and critic over the same rollouts (the critic's first backward runs on
+    //    step 2's forward: same weights, same batch)
     const UpdateStats updates = update(rollouts);
     ++pos_.iteration;
     for (const Rollout& r : rollouts) pos_.consumed.push_back(r.id);
@@ -159,7 +160,10 @@ void PpoRun::score(std::vector<Rollout>& chunk) {
     for (int64_t b = 0; b < B; ++b) chunk[static_cast<size_t>(b)].ref_logp = response_slice(batch, per_pos.data(), b);
     add_seconds("reference", since(t));
     t = Clock::now();
-    critic_.scorer.critic_values(batch, *critic_.role.head, per_pos.data(), false);
+    const bool whole = cfg_.chunks == 1 && B == cfg_.prompts_per_iteration;  // the first update's very batch
+    critic_.scorer.critic_values(batch, *critic_.role.head, per_pos.data(), whole);
+    if (whole) fresh_values_ = per_pos;
+    else fresh_values_.clear();
     for (int64_t b = 0; b < B; ++b) chunk[static_cast<size_t>(b)].values = response_slice(batch, per_pos.data(), b);
     add_seconds("critic_values", since(t));
     t = Clock::now();
@@ -267,12 +271,19 @@ ChunkOutput PpoRun::actor_chunk(const std::vector<Rollout>& rollouts, int64_t be
     return out;
 }
 
-ChunkOutput PpoRun::critic_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end,
+ChunkOutput PpoRun::critic_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end, int64_t u,
                                  const std::string& where) {
     const double dB = static_cast<double>(rollouts.size());
     const ScoringBatch batch = rollout_batch(s_, rollouts, begin, end);
     std::vector<float> v_now(static_cast<size_t>(batch.B * batch.T)), dv(v_now.size(), 0.f);
-    critic_.scorer.critic_values(batch, *critic_.role.head, v_now.data(), true);
+    const bool fresh = u == 0 && !fresh_values_.empty() && begin == 0 && end == static_cast<int64_t>(rollouts.size());
+    if (fresh) {  // step 2's forward, activations kept (fresh_values_)
+        PPOLAB_ASSERT(fresh_values_.size() == v_now.size());
+        v_now.swap(fresh_values_);
+    } else {
+        critic_.scorer.critic_values(batch, *critic_.role.head, v_now.data(), true);
+    }
+    fresh_values_.clear();
     check_finite(v_now, where, "critic value");
     ChunkOutput out;
     for (int64_t b = 0; b < batch.B; ++b) {
@@ -333,7 +344,7 @@ UpdateStats PpoRun::update(const std::vector<Rollout>& rollouts) {
         t = Clock::now();
         const ChunkOutput critic = chunked_gradient(
             critic_params_, cfg_.chunks, B, [&] { critic_.role.zero_grad(); },
-            [&](int64_t begin, int64_t end) { return critic_chunk(rollouts, begin, end, uwhere); });
+            [&](int64_t begin, int64_t end) { return critic_chunk(rollouts, begin, end, u, uwhere); });
         double value_loss = 0, value_clipfrac = 0;
         for (const json& row : critic.trace) {
             value_loss += row["loss"].get<double>();

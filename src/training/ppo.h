@@ -150,7 +150,7 @@ private:
     // One chunk of an update: rows [begin, end) of the rollouts.
     ChunkOutput actor_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end, int64_t u,
                             const std::string& where);
-    ChunkOutput critic_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end,
+    ChunkOutput critic_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end, int64_t u,
                              const std::string& where);
     void add_seconds(const char* phase, double seconds);
 
@@ -169,6 +169,12 @@ private:
     json identity_;
     OnlinePosition pos_;  // the position: prompt order, iterations, updates, history, consumed ids
     json phase_seconds_;  // this iteration's
+    // The critic's values (B, T) of the whole iteration's batch from step 2,
+    // whose forward kept its activations: the first update's critic forward
+    // would compute these very values (same weights, same batch), so it runs
+    // the backward on them instead. Empty when the rollouts were scored in
+    // several chunks (parallel.chunks > 1) and after the first update.
+    std::vector<float> fresh_values_;
 };
 
 }  // namespace ppolab

@@ -4,6 +4,7 @@
 // counts (4 399 104 on the 0.5B shape), heads of H + 1 parameters.
 #include <array>
 #include <cmath>
+#include <cstring>
 
 #include "model/config.h"
 #include "support/test_support.h"
@@ -115,6 +116,48 @@ TEST(Qwen2Scoring, CriticValuesAndLogprobsAlignedByPosition) {
         const double want = row[one.tokens[static_cast<size_t>(t)]] - mx - std::log(z);
         EXPECT_NEAR(lp[static_cast<size_t>(t)], want, 1e-4);
     }
+}
+
+// PPO's first critic update runs its backward on the activations that the
+// rollout's values forward kept (ppo.cpp, fresh_values_), while the other
+// roles' models ran in between: values and gradients must be bitwise those
+// of a forward made just before the backward.
+TEST(Qwen2Scoring, CriticBackwardOnAKeptForwardIsAFreshForwards) {
+    Fixture S;
+    auto rows = uneven_rows(S.c.vocab_size);
+    ScoringBatch batch = scoring_batch(rows, ScoringLimits{}, 0);
+    const size_t N = static_cast<size_t>(batch.B * batch.T);
+    std::vector<float> dv(N, 0.f);
+    for (int64_t p : response_positions(batch)) dv[static_cast<size_t>(p)] = 0.1f * static_cast<float>(p % 7) - 0.3f;
+    LoraAdapters other_lora = random_lora(S.c, 44);
+    Qwen2 other{S.w, &other_lora};  // another role on the same base
+    Scorer other_scorer{other};
+    auto grads = [&](bool kept_forward) {
+        S.lora.zero_grad();
+        S.head.zero_grad();
+        std::vector<float> values(N), ignored(N);
+        if (kept_forward) {
+            S.sc.critic_values(batch, S.head, values.data(), true);
+            other_scorer.response_logprobs(batch, ignored.data(), false);
+            other_scorer.critic_values(scoring_batch({rows[0]}, ScoringLimits{}, 0), S.head, ignored.data(), true);
+        } else {
+            S.sc.critic_values(batch, S.head, ignored.data(), false);
+            S.sc.critic_values(batch, S.head, values.data(), true);
+        }
+        S.sc.critic_values_backward(batch, S.head, dv.data());
+        std::vector<float> all = values;
+        for (const ParamRef& p : S.lora.parameters()) all.insert(all.end(), p.grad, p.grad + p.numel());
+        all.insert(all.end(), S.head.dweight.begin(), S.head.dweight.end());
+        all.insert(all.end(), S.head.dbias.begin(), S.head.dbias.end());
+        return all;
+    };
+    const std::vector<float> kept = grads(true), fresh = grads(false);
+    ASSERT_EQ(kept.size(), fresh.size());
+    double norm = 0;
+    for (size_t i = N; i < fresh.size(); ++i) norm += std::abs(fresh[i]);
+    EXPECT_GT(norm, 0.0) << "the backward reached no parameter";
+    EXPECT_EQ(std::memcmp(kept.data(), fresh.data(), kept.size() * sizeof(float)), 0)
+        << "values or gradients differ between a kept and a fresh forward";
 }
 
 TEST(Qwen2Scoring, RowsOverTheLimitsAreRefused) {
