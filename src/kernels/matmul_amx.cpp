@@ -159,41 +159,25 @@ PPOLAB_AMX void amx_block(float* C, int64_t ldc, int64_t M, int64_t N, const bf1
             for (int64_t m = m0; m < m1; m += 2 * kTileRows) {
                 const bf16* a0 = A + m * lda;
                 const bf16* a1 = a0 + kTileRows * lda;
+                // The lower tiles wholly padding (decode: M ≤ 16): 1 × 2 tiles, each element's sum the same.
+                const bool lower = m + kTileRows < M;
                 _tile_zero(0);
                 _tile_zero(1);
-                if (m + kTileRows >= M) {  // the lower tiles are all padding (decode: M ≤ 16): 1 × 2 tiles
-                    for (int64_t p = 0; p < kb; ++p) {
-                        _tile_loadd(4, a0 + p * kTileK, a_stride);
-                        _tile_loadd(6, b0 + p * kTileElems, 64);
-                        _tile_loadd(7, b1 + p * kTileElems, 64);
-                        _tile_dpbf16ps(0, 4, 6);
-                        _tile_dpbf16ps(1, 4, 7);
-                        for (int64_t q = 0; q < per_step && next < next_end; ++q, next += 64)
-                            _mm_prefetch(next, _MM_HINT_T0);
-                    }
-                    TileOut out = tile_out(C, ldc, M, N, m, n, accumulate, scratch);
-                    if (out.to) {
-                        _tile_stored(0, out.to, out.stride);
-                        out.finish();
-                    }
-                    out = tile_out(C, ldc, M, N, m, n + kTileN, accumulate, scratch);
-                    if (out.to) {
-                        _tile_stored(1, out.to, out.stride);
-                        out.finish();
-                    }
-                    continue;
+                if (lower) {
+                    _tile_zero(2);
+                    _tile_zero(3);
                 }
-                _tile_zero(2);
-                _tile_zero(3);
                 for (int64_t p = 0; p < kb; ++p) {
                     _tile_loadd(4, a0 + p * kTileK, a_stride);
-                    _tile_loadd(5, a1 + p * kTileK, a_stride);
                     _tile_loadd(6, b0 + p * kTileElems, 64);
                     _tile_loadd(7, b1 + p * kTileElems, 64);
                     _tile_dpbf16ps(0, 4, 6);
                     _tile_dpbf16ps(1, 4, 7);
-                    _tile_dpbf16ps(2, 5, 6);
-                    _tile_dpbf16ps(3, 5, 7);
+                    if (lower) {
+                        _tile_loadd(5, a1 + p * kTileK, a_stride);
+                        _tile_dpbf16ps(2, 5, 6);
+                        _tile_dpbf16ps(3, 5, 7);
+                    }
                     for (int64_t q = 0; q < per_step && next < next_end; ++q, next += 64)
                         _mm_prefetch(next, _MM_HINT_T0);
                 }
