@@ -21,12 +21,22 @@ using ppolab::test::error_of;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-    const fs::path dir = fs::temp_directory_path() / ("ppolab-run-lock-" + name + "-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
+// An empty folder under the temporary directory, removed when the test ends
+// (a forked child never returns into the test, so only the parent removes it).
+struct FreshDir {
+    explicit FreshDir(const std::string& name)
+        : path(fs::temp_directory_path() / ("ppolab-run-lock-" + name + "-" + std::to_string(::getpid()))) {
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~FreshDir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+    FreshDir(const FreshDir&) = delete;
+    FreshDir& operator=(const FreshDir&) = delete;
+    const fs::path path;
+};
 
 std::string lock_text(const fs::path& run) { return read_file(run / kRunLockFile); }
 
@@ -72,7 +82,8 @@ ChildResult in_child(F child) {
 }  // namespace
 
 TEST(RunLock, SameProcessTwiceIsReentrant) {
-    const fs::path run = fresh_dir("reentrant");
+    const FreshDir fresh("reentrant");
+    const fs::path& run = fresh.path;
     fs::create_directory_symlink(run, run.string() + "-link");
     {
         RunLock a = lock_run_folder(run);
@@ -103,7 +114,8 @@ TEST(RunLock, SameProcessTwiceIsReentrant) {
 }
 
 TEST(RunLock, AnotherProcessIsRefusedWithTheHoldersPidAndCommand) {
-    const fs::path run = fresh_dir("other");
+    const FreshDir fresh("other");
+    const fs::path& run = fresh.path;
     RunLock held = lock_run_folder(run);
     const std::string before = lock_text(run);
     // The forked child inherits the descriptor and a copy of the registry; it
@@ -129,7 +141,8 @@ TEST(RunLock, AnotherProcessIsRefusedWithTheHoldersPidAndCommand) {
 }
 
 TEST(RunLock, ReleasedWhenTheHolderDies) {
-    const fs::path run = fresh_dir("dies");
+    const FreshDir fresh("dies");
+    const fs::path& run = fresh.path;
     int ready[2];
     ASSERT_EQ(::pipe(ready), 0);
     const pid_t holder = ::fork();
@@ -165,7 +178,8 @@ TEST(RunLock, ReleasedWhenTheHolderDies) {
 }
 
 TEST(RunLock, AStaleNoteOfADeadProcessDoesNotLock) {
-    const fs::path run = fresh_dir("stale");
+    const FreshDir fresh("stale");
+    const fs::path& run = fresh.path;
     write_file_atomic(run / kRunLockFile, "pid 999999999\ncommand ppolab run --resume somewhere\n");
     RunLock lock = lock_run_folder(run);
     EXPECT_TRUE(lock.held());
@@ -173,7 +187,8 @@ TEST(RunLock, AStaleNoteOfADeadProcessDoesNotLock) {
 }
 
 TEST(RunLock, RefusesWhatIsNotARunFolder) {
-    const fs::path dir = fresh_dir("refuses");
+    const FreshDir fresh("refuses");
+    const fs::path& dir = fresh.path;
     write_file_atomic(dir / "afile.txt", "x");
     std::string m = error_of([&] { lock_run_folder(dir / "afile.txt"); });
     EXPECT_NE(m.find("afile.txt' is a file, not a run folder"), std::string::npos) << m;
@@ -186,7 +201,6 @@ TEST(RunLock, RefusesWhatIsNotARunFolder) {
     m = error_of([&] { lock_run_folder(dir / "run"); });
     EXPECT_NE(m.find("symbolic link"), std::string::npos) << m;
     EXPECT_EQ(read_file(dir / "afile.txt"), "x");
-    fs::remove_all(dir);
 }
 
 TEST(RunLock, CommandLineIsRecordedReadably) {
