@@ -22,9 +22,10 @@
 // Register blocking: 2 × 2 output tiles (32 rows × 32 columns) in tmm0–3,
 // two A tiles in tmm4–5 and two B tiles in tmm6–7: four tile loads feed four
 // `tdpbf16ps`; 1 × 2 where the lower 16 rows are all padding (decode), with
-// each element's sum the same. The threads split the column pairs of a large weight, or the
-// rows of a small one (amx_product); a thread walks its columns in pairs of
-// blocks, and for each pair the rows of a pass (as many as keep A in L2).
+// each element's sum the same. The threads split the column pairs of a
+// large weight, or the rows of a small one (amx_product); a thread walks its
+// columns in pairs of blocks, and for each pair the rows of a pass (as many
+// as keep A in L2).
 #include "kernels/matmul_amx.h"
 
 #include <immintrin.h>
