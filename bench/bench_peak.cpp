@@ -1,8 +1,9 @@
 // bench_peak.cpp — what this machine delivers right now, per unit: the AMX
-// BF16 tile peak (`tdpbf16ps`, where the CPU has AMX-BF16 and Linux grants
-// the tile state), the AVX-512 BF16 dot-product peak (`vdpbf16ps`), the FP32
-// FMA peak, and the streaming read bandwidth from DRAM, each on 1 thread and
-// on T threads at once (OpenMP; T = OMP_NUM_THREADS).
+// BF16 tile peak (`tdpbf16ps` on Gaussian operands, where the CPU has
+// AMX-BF16 and Linux grants the tile state; zero operands also printed, for
+// the record), the AVX-512 BF16 dot-product peak (`vdpbf16ps`), the FP32 FMA
+// peak, and the streaming read bandwidth from DRAM, each on 1 thread and on
+// T threads at once (OpenMP; T = OMP_NUM_THREADS).
 //
 // SPEC §11's anchors (780 GFLOP/s BF16, 420 FP32, ~67 GB/s for two cores)
 // were measured on one machine of this kind; a virtual machine's two vCPUs
@@ -58,8 +59,16 @@ double timed(int threads, F body) {
     return t1 - t0;
 }
 
+// The AMX loop on zero operands (printed for the record beside the Gaussian
+// one, unit_rates.h).
+void amx_zero_operands(long iterations) {
+    alignas(64) static const uint16_t zeros[2 * 16 * 32] = {};
+    amx_tile_loop_on(iterations, zeros, zeros);
+}
+
 // The best of `trials` runs of loop(iterations) on n threads, iterations
 // calibrated to ~`seconds` on one thread after a warm-up of about as long.
+
 double best_seconds(int n, void (*loop)(long), long& iterations, double seconds, int trials) {
     if (iterations == 0) {
         long probe = 100'000;
@@ -126,6 +135,9 @@ int main(int argc, char** argv) {
         if (has_amx) {
             double s = best_seconds(n, amx_tile_loop, amx_iters, seconds, trials);
             print("bf16 amx tdpbf16ps", n, "gflop_s", n * amx_iters * kAmxTileFlop / s / 1e9, s);
+            // The same loop on zero operands, for the record: not a rate a real product reaches.
+            s = best_seconds(n, amx_zero_operands, amx_iters, seconds, trials);
+            print("bf16 amx tdpbf16ps, zero operands", n, "gflop_s", n * amx_iters * kAmxTileFlop / s / 1e9, s);
         }
         if (has_bf16) {
             double s = best_seconds(n, bf16_dot_loop, bf16_iters, seconds, trials);

@@ -11,6 +11,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "util/bf16.h"
+#include "util/rng.h"
+
 namespace ppolab::unit_rates {
 
 bool cpu_has_avx512() {
@@ -95,25 +98,40 @@ __attribute__((target("avx512f"))) void fp32_fma_loop(long iterations) {
 }
 
 // tmm0–3 accumulate C (16 × 16 FP32) += A (16 × 32 BF16, tmm4–5) ·
-// B (32 × 16 BF16 in VNNI pairs, tmm6–7), operands resident in the tiles.
-__attribute__((target("amx-tile,amx-bf16"))) void amx_tile_loop(long iterations) {
+// B (32 × 16 BF16 in VNNI pairs, tmm6–7), operands resident in the tiles
+// (amx_tile_loop: Gaussian, see unit_rates.h).
+__attribute__((target("amx-tile,amx-bf16"))) void amx_tile_loop_on(long iterations, const uint16_t* a,
+                                                                   const uint16_t* b) {
     if (iterations <= 0) return;
     static const AmxTileConfig cfg;
-    alignas(64) static const uint16_t operand[16 * 32] = {};  // zeros: the rate does not depend on the values
     const long stride = 64;
     __asm__ volatile(
         "ldtilecfg (%1)\n\t"
         "tilezero %%tmm0\n\t tilezero %%tmm1\n\t tilezero %%tmm2\n\t tilezero %%tmm3\n\t"
-        "tileloadd (%2,%3,1), %%tmm4\n\t tileloadd (%2,%3,1), %%tmm5\n\t"
-        "tileloadd (%2,%3,1), %%tmm6\n\t tileloadd (%2,%3,1), %%tmm7\n\t"
+        "tileloadd (%2,%4,1), %%tmm4\n\t tileloadd 1024(%2,%4,1), %%tmm5\n\t"
+        "tileloadd (%3,%4,1), %%tmm6\n\t tileloadd 1024(%3,%4,1), %%tmm7\n\t"
         "1:\n\t"
         "tdpbf16ps %%tmm6, %%tmm4, %%tmm0\n\t tdpbf16ps %%tmm7, %%tmm4, %%tmm1\n\t"
         "tdpbf16ps %%tmm6, %%tmm5, %%tmm2\n\t tdpbf16ps %%tmm7, %%tmm5, %%tmm3\n\t"
         "dec %0\n\t jnz 1b\n\t"
         "tilerelease"
         : "+r"(iterations)
-        : "r"(&cfg), "r"(operand), "r"(stride)
+        : "r"(&cfg), "r"(a), "r"(b), "r"(stride)
         : "cc", "memory");
+}
+
+void amx_tile_loop(long iterations) {
+    struct Operands {
+        alignas(64) uint16_t a[2 * 16 * 32], b[2 * 16 * 32];  // two tiles each
+    };
+    static const Operands operands = [] {
+        Operands o;
+        Philox rng(19, 0);
+        for (uint16_t& v : o.a) v = float_to_bf16(static_cast<float>(rng.normal()));
+        for (uint16_t& v : o.b) v = float_to_bf16(static_cast<float>(0.02 * rng.normal()));
+        return o;
+    }();
+    amx_tile_loop_on(iterations, operands.a, operands.b);
 }
 
 __attribute__((target("avx512f"))) void stream_read(const float* p, size_t n) {

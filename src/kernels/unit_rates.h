@@ -43,7 +43,13 @@ inline constexpr double kAmxTileFlop = 4 * 16 * 16 * 32 * 2.0;  // 4 × tdpbf16p
 
 void bf16_dot_loop(long iterations);  // needs AVX-512 BF16
 void fp32_fma_loop(long iterations);  // needs AVX-512 F
+// The AMX loop's operands are Gaussian like a forward's (activations N(0, 1),
+// weights N(0, 0.02)): the tile unit's rate depends on the values, and zero
+// operands ran 1.2–1.25× faster on the Emerald Rapids measured (BENCHMARKS.md
+// session 19), a rate no real product reaches. amx_tile_loop_on takes the
+// operands (2 tiles of 16 × 32 BF16 each, 64-byte aligned).
 void amx_tile_loop(long iterations);  // needs request_amx_tiles() granted
+void amx_tile_loop_on(long iterations, const uint16_t* a, const uint16_t* b);
 // Reads n floats (a multiple of 64, 64-byte aligned) once, 4 accumulators.
 void stream_read(const float* p, size_t n);
 
