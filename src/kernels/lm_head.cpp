@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/matmul_backend.h"
 #include "kernels/simd.h"
 #include "util/error.h"
 
@@ -40,6 +41,26 @@ float* lm_scratch(size_t n) {
     thread_local std::vector<float> buf;
     if (buf.size() < n) buf.resize(n);
     return buf.data();
+}
+
+// logits (rows, V) = h (rows, H) · Wᵀ on the path that a chunk of more than
+// kSmallM rows takes, whatever `rows` is: a chunk of at most kSmallM rows
+// (the last one, or a recompute of few live rows) whose path would differ
+// goes through buffers padded with zero rows to kSmallM + 1. So a row's
+// logits are the same bits in every chunk it falls in — the forward's, and
+// the backward's recompute of its live rows only — which the kept logits'
+// contract needs (matmul.h: products of at most kSmallM rows take the
+// row-invariant kernels, larger ones oneDNN or the AMX tiles).
+void lm_logits(float* logits, const float* h, WeightView W, int64_t rows) {
+    const int64_t padded = kSmallM + 1, V = W.rows, H = W.cols;
+    if (rows > kSmallM || std::strcmp(matmul_path_name(rows, W), matmul_path_name(padded, W)) == 0)
+        return linear_forward(logits, h, W, rows);
+    thread_local std::vector<float> hpad, zpad;
+    hpad.assign(static_cast<size_t>(padded * H), 0.f);
+    zpad.resize(static_cast<size_t>(padded * V));
+    std::memcpy(hpad.data(), h, sizeof(float) * rows * H);
+    linear_forward(zpad.data(), hpad.data(), W, padded);
+    std::memcpy(logits, zpad.data(), sizeof(float) * rows * V);
 }
 
 void lm_check(const int32_t* targets, WeightView W, int64_t N) {
@@ -139,7 +160,7 @@ void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, We
     for (int64_t n0 = 0; n0 < N; n0 += chunk) {
         const int64_t rows = std::min(chunk, N - n0);
         float* logits = kept ? keep->logits.data() + n0 * V : scratch;
-        linear_forward(logits, h + n0 * W.cols, W, rows);
+        lm_logits(logits, h + n0 * W.cols, W, rows);
 #pragma omp parallel for schedule(static) if (rows * V > 65536)
         for (int64_t r = 0; r < rows; ++r) {
             const float* z = logits + r * V;  // (V)
@@ -185,7 +206,7 @@ void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float*
                 for (int64_t r = 0; r < rows; ++r)
                     std::memcpy(logits + r * V, keep->logits.data() + live[i0 + r] * V, sizeof(float) * V);
         }
-        if (!kept) linear_forward(logits, hc, W, rows);
+        if (!kept) lm_logits(logits, hc, W, rows);
 #pragma omp parallel for schedule(static) if (rows * V > 65536)
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t n = live[i0 + r];
