@@ -9,9 +9,10 @@
 //              log-softmax through lm_logprobs), adapter gradients accumulated
 //
 //   decode8  — the same for 8 rows decoded together (tok/s of all 8 rows), as
-//              evaluation decodes its independent rows
+//   decode32   evaluation decoded its independent rows before session 19; for
+//              32 rows, as it decodes them now (kRowInvariantRows)
 //
-//   bench_model [--workload all|forward|decode|decode8|lora1|lora4] [--reps N] [--freeze]
+//   bench_model [--workload all|forward|decode|decode8|decode32|lora1|lora4] [--reps N] [--freeze]
 //               [--ab-amx | --ab-lm-chunk]
 //
 // --ab-amx alternates, repetition by repetition in one process, the frozen
@@ -244,11 +245,11 @@ int main(int argc, char** argv) {
         else if (a == "--ab-lm-chunk") ab = Ab::lm_chunk;
         else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
         else {
-            std::fprintf(
-                stderr,
-                "bench_model: unknown argument '%s'; expected --workload all|forward|decode|decode8|lora1|lora4, "
-                "--reps N, --freeze, --ab-amx, --ab-lm-chunk\n",
-                a.c_str());
+            std::fprintf(stderr,
+                         "bench_model: unknown argument '%s'; expected --workload "
+                         "all|forward|decode|decode8|decode32|lora1|lora4, "
+                         "--reps N, --freeze, --ab-amx, --ab-lm-chunk\n",
+                         a.c_str());
             return 2;
         }
     }
@@ -267,10 +268,12 @@ int main(int argc, char** argv) {
                  matmul_has_amx() ? "add --freeze" : "none here", ")");
         std::vector<std::string> todo;
         if (workload == "all") todo = {"forward", "decode", "lora1", "lora4"};
-        else if (workload == "forward" || workload == "decode" || workload == "decode8" || workload == "lora1" ||
-                 workload == "lora4")
+        else if (workload == "forward" || workload == "decode" || workload == "decode8" || workload == "decode32" ||
+                 workload == "lora1" || workload == "lora4")
             todo = {workload};
-        else fail("bench_model: --workload '", workload, "'; expected all, forward, decode, decode8, lora1 or lora4");
+        else
+            fail("bench_model: --workload '", workload,
+                 "'; expected all, forward, decode, decode8, decode32, lora1 or lora4");
         int failures = 0;
         for (const std::string& name : todo) {
             std::fflush(stdout);
@@ -281,6 +284,7 @@ int main(int argc, char** argv) {
                     if (name == "forward") run_forward(w, reps);
                     if (name == "decode") run_decode(w, 1, reps);
                     if (name == "decode8") run_decode(w, 8, reps);
+                    if (name == "decode32") run_decode(w, 32, reps);
                     if (name == "lora1") run_lora(w, 1, reps);
                     if (name == "lora4") run_lora(w, 4, reps);
                 } catch (const Error& e) {

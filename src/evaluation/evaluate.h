@@ -3,7 +3,7 @@
 //
 //   1. generation (study opened with StageScope::eval: corpus eval/ + the
 //      manifest, the model, the policy and judge checkpoints — never gold/,
-//      never learn/) generates greedily, 8 rows per decode each bitwise what
+//      never learn/) generates greedily, 32 rows per decode each bitwise what
 //      it is alone (generate.h independent_rows), every test and
 //      probe row for each policy (sft = RUN/sft/final, ppo =
 //      RUN/ppo/final/actor), checks the 4 rows of each probe context are

@@ -20,9 +20,9 @@ struct DispatchReport {
     bool avx512_bf16 = false;
     bool amx_bf16 = false;        // AMX-BF16 + AMX-TILE present (oneDNN asks the kernel for the tiles)
     std::string layer_kernels;    // rmsnorm, rope, swiglu, attention: "avx512" | "avx2" | "portable"
-    std::string decode_products;  // BF16 products of ≤ 8 rows but the frozen base's (on tiles if amx below):
+    std::string decode_products;  // BF16 products of ≤ 32 rows but the frozen base's (on tiles if amx below):
                                   // "small_m_avx512 (vdpbf16ps|FP32 FMA)" | "portable"
-    std::string frozen_products;  // the frozen base's BF16 products: "amx" (any rows) | "dnnl" (more than 8 rows)
+    std::string frozen_products;  // the frozen base's BF16 products: "amx" (any rows) | "dnnl" (more than 32 rows)
     std::string frozen_why;       // why not amx, when dnnl
     std::string onednn;           // version of the library that computes the other products
     std::string bf16_products;    // how oneDNN computes BF16 products: "native" | "fp32" (matmul_backend.h)

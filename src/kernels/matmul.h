@@ -34,7 +34,10 @@ struct WeightView {
 // each row bitwise the result it has alone (M = 1), whatever the other rows
 // hold — one path per weight shape and the same summation order at every M.
 // Generation relies on it to decode independent rows together (generate.h).
-inline constexpr int64_t kRowInvariantRows = 8;
+// 32 rows: a decode step reads every weight once whatever its row count, and
+// on the AMX tiles a 32-row step costs little more than an 8-row one
+// (BENCHMARKS.md session 19); the small-M kernels take rows in blocks of 8.
+inline constexpr int64_t kRowInvariantRows = 32;
 
 // Y[M,N] = X[M,K] · W[N,K]ᵀ  (+ Y when accumulate)
 void linear_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate = false);

@@ -1,8 +1,9 @@
 // matmul_avx512.cpp — small-M (decode) kernels: Y[M,N] = X[M,K]·W[N,K]ᵀ for
-// M ≤ 8 rows. At one row a GEMM library is slow (it is built for reuse of
-// the weights, and at M = 1 there is none): here the weight matrix is simply
-// streamed once from memory, front to back, against all M input rows held
-// in L1, which makes the kernel memory-bound at the machine's bandwidth.
+// M ≤ kSmallM rows (32). At one row a GEMM library is slow (it is built for
+// reuse of the weights, and at M = 1 there is none): here the weight matrix
+// is simply streamed from memory, front to back, against up to 8 input rows
+// held in L1 (once per block of 8 rows), which makes the kernel memory-bound
+// at the machine's bandwidth.
 //
 // BF16 weights: `vdpbf16ps` (32 bf16 products per instruction, FP32
 // accumulation), X rounded to BF16 once with `vcvtne2ps2bf16` (round to

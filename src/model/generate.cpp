@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "kernels/matmul.h"
 #include "util/error.h"
@@ -71,14 +72,38 @@ static std::vector<Generation> generate_rows(Qwen2& model, KvCache& cache,
         g.logprobs.reserve(static_cast<size_t>(opt.max_new_tokens));
     }
     std::vector<int32_t> next(static_cast<size_t>(B), opt.pad_id);  // (B)
+    std::vector<double> uniform(static_cast<size_t>(B));            // (B) this step's draw of each running row
+    std::vector<SampledToken> picked(static_cast<size_t>(B));
     for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
+        // The draws in row order (one per running row), then each row's token
+        // from its logits, rows in parallel (a pass over the vocabulary each).
+        auto live = [&](int64_t b) { return out[static_cast<size_t>(b)].finish_reason.empty(); };
+        if (!opt.greedy)
+            for (int64_t b = 0; b < B; ++b)
+                if (live(b))
+                    uniform[static_cast<size_t>(b)] =
+                        (row_rngs ? (*row_rngs)[static_cast<size_t>(b)] : *shared).uniform();
+        // An Error (logits not finite) leaves the parallel loop as the lowest such row's.
+        std::vector<std::exception_ptr> errors(static_cast<size_t>(B));
+#pragma omp parallel for schedule(dynamic) if (B > 1)
+        for (int64_t b = 0; b < B; ++b) {
+            if (!live(b)) continue;  // finished rows feed their last token, ignored
+            const float* row = logits.data() + b * V;
+            try {
+                picked[static_cast<size_t>(b)] = opt.greedy
+                                                     ? sample_greedy(row, V)
+                                                     : sample_temperature1_at(row, V, uniform[static_cast<size_t>(b)]);
+            } catch (...) {
+                errors[static_cast<size_t>(b)] = std::current_exception();
+            }
+        }
+        for (const std::exception_ptr& e : errors)
+            if (e) std::rethrow_exception(e);
         bool running = false;
         for (int64_t b = 0; b < B; ++b) {
             Generation& g = out[static_cast<size_t>(b)];
-            if (!g.finish_reason.empty()) continue;  // finished rows feed their last token, ignored
-            const float* row = logits.data() + b * V;
-            Philox& rng = row_rngs ? (*row_rngs)[static_cast<size_t>(b)] : *shared;
-            SampledToken s = opt.greedy ? sample_greedy(row, V) : sample_temperature1(row, V, rng);
+            if (!g.finish_reason.empty()) continue;
+            const SampledToken s = picked[static_cast<size_t>(b)];
             g.tokens.push_back(s.token);
             g.logprobs.push_back(s.logp);
             next[static_cast<size_t>(b)] = s.token;

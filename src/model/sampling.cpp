@@ -34,10 +34,14 @@ SampledToken sample_greedy(const float* logits, int64_t V) {
 }
 
 SampledToken sample_temperature1(const float* logits, int64_t V, Philox& rng) {
+    return sample_temperature1_at(logits, V, rng.uniform());
+}
+
+SampledToken sample_temperature1_at(const float* logits, int64_t V, double u) {
     PPOLAB_ASSERT(V > 0);
     const double mx = max_logit(logits, V);
     const double z = sum_exp(logits, V, mx);
-    const double target = rng.uniform() * z;  // u · Σ exp: the CDF without dividing every term
+    const double target = u * z;  // u · Σ exp: the CDF without dividing every term
     double cum = 0;
     int64_t pick = -1;
     for (int64_t i = 0; i < V; ++i) {

@@ -21,6 +21,10 @@ struct SampledToken {
 
 SampledToken sample_greedy(const float* logits, int64_t V);
 SampledToken sample_temperature1(const float* logits, int64_t V, Philox& rng);
+// The same with the uniform u in [0, 1) given: sample_temperature1(logits, V,
+// rng) is sample_temperature1_at(logits, V, rng.uniform()), so a batch can
+// draw its rows' uniforms in row order and pick their tokens in parallel.
+SampledToken sample_temperature1_at(const float* logits, int64_t V, double u);
 // log_softmax(logits)[token], computed in float64.
 double log_softmax_at(const float* logits, int64_t V, int64_t token);
 

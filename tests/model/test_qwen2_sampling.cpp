@@ -5,6 +5,7 @@
 // limit with log-probs that agree with a teacher-forced re-score.
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/matmul_backend.h"
 #include "model/generate.h"
@@ -162,14 +163,11 @@ TEST(Generation, IndependentRowsAreBitwiseTheirRowAlone) {
     c.intermediate_size = 384;
     c.num_attention_heads = 8;
     c.num_key_value_heads = 2;
-    const std::vector<std::vector<int32_t>> prompts = {{5, 6, 7, 8, 9},
-                                                       {10, 11},
-                                                       {12, 13, 14, 15, 16, 17, 18, 19, 20},
-                                                       {21},
-                                                       {22, 23, 24},
-                                                       {25, 26, 27, 28, 29, 30, 31},
-                                                       {32, 33, 34, 35},
-                                                       {36, 37, 38, 39, 40, 41}};
+    std::vector<std::vector<int32_t>> prompts;  // kRowInvariantRows prompts of 1 to 9 tokens
+    for (int64_t r = 0; r < kRowInvariantRows; ++r) {
+        prompts.emplace_back();
+        for (int64_t i = 0; i < 1 + (r * 5) % 9; ++i) prompts.back().push_back(static_cast<int32_t>(5 + r + 3 * i));
+    }
     ASSERT_EQ(static_cast<int64_t>(prompts.size()), kRowInvariantRows);
     struct Restore {
         ~Restore() {
@@ -210,7 +208,7 @@ TEST(Generation, IndependentRowsAreBitwiseTheirRowAlone) {
                         alone.push_back(generate(model, {prompts[b]}, opt, r)[0]);
                     }
                     opt.independent_rows = true;
-                    for (size_t n : {size_t(2), prompts.size()}) {  // a batch of 2, and of 8
+                    for (size_t n : {size_t(2), prompts.size()}) {  // a batch of 2, and of them all
                         std::vector<std::vector<int32_t>> some(prompts.begin(), prompts.begin() + n);
                         std::vector<Philox> r = rngs();
                         r.resize(n, Philox(0, 0));
@@ -236,7 +234,29 @@ TEST(Generation, IndependentRowsAreBitwiseTheirRowAlone) {
     GenerationOptions opt;
     opt.independent_rows = true;
     opt.max_new_tokens = 2;
-    std::vector<std::vector<int32_t>> nine(static_cast<size_t>(kRowInvariantRows + 1), {5, 6});
+    std::vector<std::vector<int32_t>> too_many(static_cast<size_t>(kRowInvariantRows + 1), {5, 6});
     Philox rng(1, 1);
-    EXPECT_THROW(generate(model, nine, opt, rng), Error);
+    EXPECT_THROW(generate(model, too_many, opt, rng), Error);
+}
+
+// Rows pick their tokens in parallel (generate.cpp): logits that are not
+// finite in one row of a batch give an Error naming them, greedy or sampled,
+// rather than ending the process from inside the parallel loop.
+TEST(Generation, NonFiniteLogitsInABatchAreAnError) {
+    Qwen2Config c = small_config();
+    Qwen2Weights w = small_weights(c, WeightType::f32, 7, 0.3);
+    w.norm[0] = std::numeric_limits<float>::quiet_NaN();  // every row's logits become NaN
+    Qwen2 model(w);
+    for (bool greedy : {true, false}) {
+        GenerationOptions opt;
+        opt.greedy = greedy;
+        opt.max_new_tokens = 3;
+        Philox rng(1, 1);
+        try {
+            generate(model, {{5, 6}, {7}, {8, 9, 10}}, opt, rng);
+            ADD_FAILURE() << "no Error for NaN logits, greedy " << greedy;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("logits are not finite"), std::string::npos) << e.what();
+        }
+    }
 }
