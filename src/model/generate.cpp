@@ -74,17 +74,17 @@ static std::vector<Generation> generate_rows(Qwen2& model, KvCache& cache,
     std::vector<int32_t> next(static_cast<size_t>(B), opt.pad_id);  // (B)
     std::vector<double> uniform(static_cast<size_t>(B));            // (B) this step's draw of each running row
     std::vector<SampledToken> picked(static_cast<size_t>(B));
+    // An Error (logits not finite) leaves the parallel loop as the lowest such row's.
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(B));
+    auto live = [&](int64_t b) { return out[static_cast<size_t>(b)].finish_reason.empty(); };
     for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
         // The draws in row order (one per running row), then each row's token
         // from its logits, rows in parallel (a pass over the vocabulary each).
-        auto live = [&](int64_t b) { return out[static_cast<size_t>(b)].finish_reason.empty(); };
         if (!opt.greedy)
             for (int64_t b = 0; b < B; ++b)
                 if (live(b))
                     uniform[static_cast<size_t>(b)] =
                         (row_rngs ? (*row_rngs)[static_cast<size_t>(b)] : *shared).uniform();
-        // An Error (logits not finite) leaves the parallel loop as the lowest such row's.
-        std::vector<std::exception_ptr> errors(static_cast<size_t>(B));
 #pragma omp parallel for schedule(dynamic) if (B > 1)
         for (int64_t b = 0; b < B; ++b) {
             if (!live(b)) continue;  // finished rows feed their last token, ignored
@@ -101,8 +101,8 @@ static std::vector<Generation> generate_rows(Qwen2& model, KvCache& cache,
             if (e) std::rethrow_exception(e);
         bool running = false;
         for (int64_t b = 0; b < B; ++b) {
+            if (!live(b)) continue;
             Generation& g = out[static_cast<size_t>(b)];
-            if (!g.finish_reason.empty()) continue;
             const SampledToken s = picked[static_cast<size_t>(b)];
             g.tokens.push_back(s.token);
             g.logprobs.push_back(s.logp);
