@@ -142,7 +142,10 @@ PPOLAB_AMX void amx_block(float* C, int64_t ldc, int64_t M, int64_t N, const bf1
     // The weight is read once per pass, mostly from DRAM: the tiles of the
     // next column pair are prefetched while this pair runs, spread over its
     // reduction steps (1.3–1.5× measured at the 0.5B's shapes, BENCHMARKS.md),
-    // and the first pair's before the pass.
+    // and the first pair's before the pass. Into L2, not L1: a pair is 56 KB
+    // at K = 896 (311 KB at 4864), more than L1 holds beside the pair being
+    // read, and an L1 prefetch holds one of L1's few fill buffers until DRAM
+    // answers; decode read the weights 1.11–1.21× faster (session 20).
     const int64_t pair_lines = 2 * kb * kTileElems * static_cast<int64_t>(sizeof(bf16)) / 64;
     const int64_t pass_rows = std::max<int64_t>(1, kPassBytes / (2 * kTileRows * a_stride)) * 2 * kTileRows;
     for (int64_t m0 = r0; m0 < r1; m0 += pass_rows) {
@@ -150,7 +153,7 @@ PPOLAB_AMX void amx_block(float* C, int64_t ldc, int64_t M, int64_t N, const bf1
         const int64_t steps = blocks(m1 - m0, 2 * kTileRows) * kb, per_step = blocks(pair_lines, steps);
         if (j0 < j1)
             for (int64_t l = 0; l < pair_lines; ++l)
-                _mm_prefetch(reinterpret_cast<const char*>(B.tiles.get() + j0 * kb * kTileElems) + 64 * l, _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char*>(B.tiles.get() + j0 * kb * kTileElems) + 64 * l, _MM_HINT_T1);
         for (int64_t j = j0; j < j1; j += 2) {
             const bf16* b0 = B.tiles.get() + j * kb * kTileElems;
             const bf16* b1 = b0 + kb * kTileElems;
@@ -180,7 +183,7 @@ PPOLAB_AMX void amx_block(float* C, int64_t ldc, int64_t M, int64_t N, const bf1
                         _tile_dpbf16ps(3, 5, 7);
                     }
                     for (int64_t q = 0; q < per_step && next < next_end; ++q, next += 64)
-                        _mm_prefetch(next, _MM_HINT_T0);
+                        _mm_prefetch(next, _MM_HINT_T1);
                 }
                 TileOut out = tile_out(C, ldc, M, N, m, n, accumulate, scratch);
                 if (out.to) {
