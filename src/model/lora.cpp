@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/matmul_backend.h"
 #include "util/bf16.h"
 #include "util/error.h"
 #include "util/rng.h"
@@ -118,17 +119,16 @@ void projection_forward(float* y, float* mid, const float* x, const Matrix& W, c
         for (int64_t i = 0; i < M * r; ++i) mid[i] *= adapter->scale;                // scale on the small side
         linear_forward(y, mid, f32_view(adapter->B, N, r), M, /*accumulate=*/true);  // y += mid Bᵀ (FP32)
     }
-    // + bias, then the sum returns to the base dtype.
-    const bool round = W.type == WeightType::bf16;
-    if (!bias && !round) return;
+    // + bias, then the sum returns to the base dtype (round_to_bf16_values:
+    // 16 lanes at a time where AVX-512 is present, the same bits).
+    if (bias) {
 #pragma omp parallel for schedule(static) if (M * N > 32768)
-    for (int64_t m = 0; m < M; ++m) {
-        float* ym = y + m * N;  // (out)
-        if (bias)
+        for (int64_t m = 0; m < M; ++m) {
+            float* ym = y + m * N;  // (out)
             for (int64_t n = 0; n < N; ++n) ym[n] += bias[n];
-        if (round)
-            for (int64_t n = 0; n < N; ++n) ym[n] = round_to_bf16(ym[n]);
+        }
     }
+    if (W.type == WeightType::bf16) round_to_bf16_values(y, y, M * N);
 }
 
 void projection_backward(float* dx, ProjectionGrads g, const float* dy, const float* x, const float* mid,
