@@ -357,7 +357,6 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     // identity, same config) give the same forward bit for bit, so the
     // actor's forward serves as the reference's.
     const bool reference_is_actor = actor && reference && actor_identity == reference_identity;
-    Scorer* reference_forward = !reference ? nullptr : reference_is_actor ? &actor_scorer : &reference->scorer;
     {
         // Batches of kScoringChunk rows (each batch the same at any world size), shared across the ranks.
         Progress bar("evaluate " + policy + " score", static_cast<int64_t>(rows.size()));
@@ -378,9 +377,14 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
                 for (int64_t k = 0; k < b.B; ++k)
                     rows[first + static_cast<size_t>(k)].reference_logp = response_slice(b, per_pos, k);
                 // From both forwards just run (bit for bit sequence_kl(actor_model, reference->model, b)).
-                const std::vector<SequenceKl> kl = sequence_kl(
-                    actor_scorer.selected_hidden(), reference_forward->selected_hidden(),
-                    actor_model.weights().output_matrix().view(), reference->model.weights().output_matrix().view(), b);
+                // The SFT policy against itself: the same logits, so exactly 0 for every row
+                // (sequence_kl.h): its two output products and 3 × vocabulary exponentials per
+                // response position are not computed.
+                std::vector<SequenceKl> kl(static_cast<size_t>(b.B));
+                if (!reference_is_actor)
+                    kl = sequence_kl(actor_scorer.selected_hidden(), reference->scorer.selected_hidden(),
+                                     actor_model.weights().output_matrix().view(),
+                                     reference->model.weights().output_matrix().view(), b);
                 for (int64_t k = 0; k < b.B; ++k)
                     rows[first + static_cast<size_t>(k)].kl_exact_to_sft = kl[static_cast<size_t>(k)].kl_exact;
             }

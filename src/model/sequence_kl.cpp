@@ -1,7 +1,13 @@
 // sequence_kl.cpp — exact sequence KL between two policies (see sequence_kl.h).
-//   lse_p = m_p + log Σ_v exp(zp_v − m_p)   (float64, m_p = max zp)
-//   KL    = Σ_v exp(zp_v − lse_p) · ((zp_v − lse_p) − (zq_v − lse_q))
-// summed over the response positions of a row in position order.
+// At one position, with p'_v = zp_v − max zp and q'_v = zq_v − max zq (float64),
+//   S_p = Σ_v e^{p'_v},  S_q = Σ_v e^{q'_v},  A = Σ_v e^{p'_v} (p'_v − q'_v)
+//   log p_v − log q_v = (p'_v − q'_v) − (log S_p − log S_q)
+//   KL = Σ_v p_v (log p_v − log q_v) = A / S_p − (log S_p − log S_q)
+// — two exponentials per vocabulary entry, in one pass after the maxima,
+// 8 (AVX-512) or 4 (AVX2) float64 lanes at a time (simd.h vexp_f64) where the
+// CPU has them. Bit-identical logits give A = 0 and S_p = S_q: exactly 0.
+// The positions' terms are summed over the response positions of a row in
+// position order.
 #include "model/sequence_kl.h"
 
 #include <algorithm>
@@ -10,18 +16,80 @@
 #include <limits>
 
 #include "kernels/matmul.h"
+#include "kernels/simd.h"
 #include "util/error.h"
 
 namespace ppolab {
 
 namespace {
 
-double row_lse(const float* z, int64_t V) {
-    double mx = -std::numeric_limits<double>::infinity();
-    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(z[v]));
-    double sum = 0;
-    for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(z[v]) - mx);
-    return mx + std::log(sum);
+// The position's result from its sums (the formula above).
+SequenceKl finish_position(const float* zp, const float* zq, int32_t target, double mxp, double mxq, double sp,
+                           double sq, double a) {
+    const double log_ratio = std::log(sp) - std::log(sq), lp = mxp + std::log(sp), lq = mxq + std::log(sq);
+    const double k1 = (static_cast<double>(zp[target]) - lp) - (static_cast<double>(zq[target]) - lq);
+    return SequenceKl{a / sp - log_ratio, k1};
+}
+
+SequenceKl position_kl_portable(const float* zp, const float* zq, int64_t V, int32_t target) {
+    double mxp = -std::numeric_limits<double>::infinity(), mxq = mxp;
+    for (int64_t v = 0; v < V; ++v) {
+        mxp = std::max(mxp, static_cast<double>(zp[v]));
+        mxq = std::max(mxq, static_cast<double>(zq[v]));
+    }
+    double sp = 0, sq = 0, a = 0;
+    for (int64_t v = 0; v < V; ++v) {
+        const double p = static_cast<double>(zp[v]) - mxp, q = static_cast<double>(zq[v]) - mxq, e = std::exp(p);
+        sp += e;
+        sq += std::exp(q);
+        a += e * (p - q);
+    }
+    return finish_position(zp, zq, target, mxp, mxq, sp, sq, a);
+}
+
+// VD: L float64 lanes, VF: L floats (widened into VD). The tail past the last
+// whole vector is added lane-free with std::exp.
+template <class VD, class VF>
+PPOLAB_SIMD_INLINE SequenceKl position_kl_simd(const float* zp, const float* zq, int64_t V, int32_t target) {
+    using namespace simd;
+    constexpr int64_t L = sizeof(VD) / sizeof(double);
+    if (V < L) return position_kl_portable(zp, zq, V, target);
+    VF mp = vload<VF>(zp), mq = vload<VF>(zq);
+    int64_t v = L;
+    for (; v + L <= V; v += L) {
+        const VF p = vload<VF>(zp + v), q = vload<VF>(zq + v);
+        mp = mp > p ? mp : p;
+        mq = mq > q ? mq : q;
+    }
+    float fp = mp[0], fq = mq[0];
+    for (int64_t i = 1; i < L; ++i) fp = std::max(fp, mp[i]), fq = std::max(fq, mq[i]);
+    for (; v < V; ++v) fp = std::max(fp, zp[v]), fq = std::max(fq, zq[v]);
+    const double mxp = fp, mxq = fq;
+    VD sp{}, sq{}, a{};
+    for (v = 0; v + L <= V; v += L) {
+        const VD p = __builtin_convertvector(vload<VF>(zp + v), VD) - mxp;
+        const VD q = __builtin_convertvector(vload<VF>(zq + v), VD) - mxq;
+        const VD e = vexp_f64(p);
+        sp += e;
+        sq += vexp_f64(q);
+        a += e * (p - q);
+    }
+    double s_p = 0, s_q = 0, s_a = 0;
+    for (int64_t i = 0; i < L; ++i) s_p += sp[i], s_q += sq[i], s_a += a[i];
+    for (; v < V; ++v) {
+        const double p = static_cast<double>(zp[v]) - mxp, q = static_cast<double>(zq[v]) - mxq, e = std::exp(p);
+        s_p += e;
+        s_q += std::exp(q);
+        s_a += e * (p - q);
+    }
+    return finish_position(zp, zq, target, mxp, mxq, s_p, s_q, s_a);
+}
+
+PPOLAB_SIMD_AVX512 SequenceKl position_kl_avx512(const float* zp, const float* zq, int64_t V, int32_t target) {
+    return position_kl_simd<simd::vd8, simd::vf8>(zp, zq, V, target);
+}
+PPOLAB_SIMD_AVX2 SequenceKl position_kl_avx2(const float* zp, const float* zq, int64_t V, int32_t target) {
+    return position_kl_simd<simd::vd4, simd::vf4>(zp, zq, V, target);
 }
 
 // The final hidden states (B, T, H) of `model` over the batch at positions `src`, as (M, H).
@@ -56,14 +124,9 @@ void check_inputs(const Qwen2& policy, const Qwen2& reference, const ScoringBatc
 }  // namespace
 
 SequenceKl position_kl(const float* zp, const float* zq, int64_t V, int32_t target) {
-    const double lp = row_lse(zp, V), lq = row_lse(zq, V);
-    double kl = 0;
-    for (int64_t v = 0; v < V; ++v) {
-        const double logp = static_cast<double>(zp[v]) - lp, logq = static_cast<double>(zq[v]) - lq;
-        kl += std::exp(logp) * (logp - logq);
-    }
-    const double k1 = (static_cast<double>(zp[target]) - lp) - (static_cast<double>(zq[target]) - lq);
-    return SequenceKl{kl, k1};
+    if (simd::simd_has_avx512()) return position_kl_avx512(zp, zq, V, target);
+    if (simd::simd_has_avx2()) return position_kl_avx2(zp, zq, V, target);
+    return position_kl_portable(zp, zq, V, target);
 }
 
 namespace {

@@ -1,5 +1,6 @@
 // lm_logprobs: closed form in double, finite differences of the float code,
-// chunk boundaries, rows without a loss, the BF16 contract, bad input.
+// chunk boundaries, rows without a loss, the BF16 contract, bad input; and
+// simd.h's float64 e^x (sequence_kl.cpp) against std::exp.
 // PyTorch's log_softmax is the oracle in test_kernels_oracle.
 #include "kernels/lm_head.h"
 #include "test_kernels_common.h"
@@ -34,7 +35,62 @@ std::vector<int32_t> random_targets(int64_t N, int64_t V, uint64_t seed) {
     return t;
 }
 
+// simd::vexp_f64 over n values (n a multiple of 8), 8 lanes (AVX-512) or 4 (AVX2).
+PPOLAB_SIMD_AVX512 void exp_f64_avx512(const double* x, double* y, size_t n) {
+    for (size_t i = 0; i < n; i += 8) {
+        simd::vd8 v;
+        std::memcpy(&v, x + i, sizeof v);
+        v = simd::vexp_f64(v);
+        std::memcpy(y + i, &v, sizeof v);
+    }
+}
+PPOLAB_SIMD_AVX2 void exp_f64_avx2(const double* x, double* y, size_t n) {
+    for (size_t i = 0; i < n; i += 4) {
+        simd::vd4 v;
+        std::memcpy(&v, x + i, sizeof v);
+        v = simd::vexp_f64(v);
+        std::memcpy(y + i, &v, sizeof v);
+    }
+}
+
 }  // namespace
+
+// Within 2 ulp of glibc's exp (itself within 1 ulp) over [−708.39, 709]:
+// every integer, small |x| around 0 and around ln 2 / 2 (the reduction's
+// boundary), random points; exactly 0 below (−∞ too), e^0 exactly 1.
+TEST(SimdExp, Float64WithinTwoUlpOfStdExp) {
+    std::vector<double> x = {0.0, -0.0, -INFINITY, -708.4, -745.2, -1e6, 709.0, -708.39, 1e-300, -1e-300};
+    for (int i = -708; i <= 709; ++i) x.push_back(i);
+    for (int i = -2000; i <= 2000; ++i) x.push_back(i * 1e-4), x.push_back(0.34657359 + i * 1e-9);
+    ppolab::Philox rng(5);
+    for (int i = 0; i < 20000; ++i) x.push_back(-708.0 * rng.uniform());
+    while (x.size() % 8) x.push_back(1.0);
+    std::vector<double> y(x.size());
+    auto check = [&](const char* path) {
+        SCOPED_TRACE(path);
+        double worst = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+            if (x[i] < -708.39) {
+                EXPECT_EQ(y[i], 0.0) << x[i];
+                continue;
+            }
+            const double want = std::exp(x[i]);
+            const double ulp = std::nextafter(want, INFINITY) - want;
+            worst = std::max(worst, std::fabs(y[i] - want) / ulp);
+        }
+        EXPECT_LE(worst, 2.0);
+        EXPECT_EQ(y[0], 1.0);
+        EXPECT_EQ(y[1], 1.0);
+    };
+    if (simd::simd_cpu_level() >= simd::SimdLevel::avx512) {
+        exp_f64_avx512(x.data(), y.data(), x.size());
+        check("avx512");
+    }
+    if (simd::simd_cpu_level() >= simd::SimdLevel::avx2) {
+        exp_f64_avx2(x.data(), y.data(), x.size());
+        check("avx2");
+    }
+}
 
 TEST(LmHead, ForwardMatchesClosedFormAcrossChunks) {
     kt::for_each_simd_path([&] {

@@ -3,7 +3,9 @@
 // (Qwen2::logits, every position at once), a float64 log-softmax of each
 // row, Σ_v p (log p − log q) and the sampled token's log-ratio, summed over
 // each row's response positions. More than kSequenceKlChunk response
-// positions so that the chunking is crossed. Also: two models with the same
+// positions so that the chunking is crossed. One position's terms on every
+// instruction-set path (AVX-512, AVX2, portable) against the same float64
+// log-softmax formula, tails and odd vocabularies included. Also: two models with the same
 // adapters give exactly 0; the KL is ≥ 0 on random pairs; and the per-row
 // sampling streams of generate() give a row the same tokens alone or in a batch.
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/simd.h"
 #include "model/generate.h"
 #include "model/sequence_kl.h"
 #include "test_qwen2_common.h"
@@ -146,6 +149,51 @@ TEST(SequenceKl, NonNegativeOnRandomPairs) {
     const SequenceKl one = position_kl(zp, zq, 2, 1);
     EXPECT_NEAR(one.kl_exact, 0.25 * std::log(0.5) + 0.75 * std::log(1.5), 1e-7);  // ln 3 rounded to float
     EXPECT_NEAR(one.kl_k1, std::log(1.5), 1e-7);
+}
+
+// One position, on every path this CPU has: against Σ_v p_v (log p_v − log q_v)
+// with std::exp and a float64 log-softmax of each row (the brute force
+// above), to 1e-12 (1 + |value|); the same row twice gives exactly 0. Vocabularies
+// below, at and past a whole number of vectors, logits over a wide range.
+TEST(SequenceKl, PositionTermsOnEveryPathMatchFloat64) {
+    using simd::SimdLevel;
+    SimdLevel& level = simd::simd_level();
+    const SimdLevel saved = level;
+    Philox rng(9, 1);
+    for (const int64_t V : {int64_t(3), int64_t(8), int64_t(16), int64_t(1003), int64_t(40000)}) {
+        std::vector<float> zp(static_cast<size_t>(V)), zq(zp.size());
+        for (int64_t v = 0; v < V; ++v) {
+            zp[static_cast<size_t>(v)] = static_cast<float>(8.0 * rng.normal());
+            zq[static_cast<size_t>(v)] = zp[static_cast<size_t>(v)] + static_cast<float>(2.0 * rng.normal() + 3.0);
+        }
+        const int32_t target = static_cast<int32_t>(V / 2);
+        auto lsm = [&](const std::vector<float>& z) {
+            double mx = -INFINITY, sum = 0;
+            for (float x : z) mx = std::max(mx, static_cast<double>(x));
+            for (float x : z) sum += std::exp(static_cast<double>(x) - mx);
+            std::vector<double> out;
+            for (float x : z) out.push_back(static_cast<double>(x) - mx - std::log(sum));
+            return out;
+        };
+        const std::vector<double> lp = lsm(zp), lq = lsm(zq);
+        double want = 0;
+        for (size_t v = 0; v < lp.size(); ++v) want += std::exp(lp[v]) * (lp[v] - lq[v]);
+        const double want_k1 = lp[static_cast<size_t>(target)] - lq[static_cast<size_t>(target)];
+        for (const SimdLevel path : {SimdLevel::avx512, SimdLevel::avx2, SimdLevel::portable}) {
+            if (path > simd::simd_cpu_level()) continue;
+            level = path;
+            SCOPED_TRACE("V " + std::to_string(V) + ", path " + std::to_string(static_cast<int>(path)));
+            const SequenceKl got = position_kl(zp.data(), zq.data(), V, target);
+            EXPECT_GT(want, 1e-4);
+            // Both differences of terms of order 1–30: rounding ~1e-15 absolute.
+            EXPECT_NEAR(got.kl_exact, want, 1e-12 * (1 + want));
+            EXPECT_NEAR(got.kl_k1, want_k1, 1e-12 * (1 + std::fabs(want_k1)));
+            const SequenceKl same = position_kl(zp.data(), zp.data(), V, target);
+            EXPECT_EQ(same.kl_exact, 0.0);
+            EXPECT_EQ(same.kl_k1, 0.0);
+        }
+        level = saved;
+    }
 }
 
 TEST(SequenceKl, PackedPairBatchIsRefused) {
