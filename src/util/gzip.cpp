@@ -3,13 +3,21 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "util/error.h"
 
 namespace ppolab {
 
-std::string gzip_compress(std::string_view bytes, int level) {
+namespace {
+
+// zlib's gzip stream of `bytes` in one piece (a 10-byte header, the deflate
+// stream, CRC-32 and length).
+std::string gzip_single(std::string_view bytes, int level) {
     z_stream zs{};
     // windowBits 15 + 16 selects the gzip wrapper; mtime stays 0 so the
     // output is a pure function of the input (same state, same bytes).
@@ -27,6 +35,79 @@ std::string gzip_compress(std::string_view bytes, int level) {
     deflateEnd(&zs);
     if (rc != Z_STREAM_END) fail("gzip: compression failed (", rc, ")");
     out.resize(written);
+    return out;
+}
+
+// One block as raw deflate (no wrapper, empty window): ended by a sync flush
+// (an empty stored block, byte-aligned, not final) so that the next block's
+// stream can follow, or, for the last, by the final block. Its CRC-32 too.
+struct DeflatedBlock {
+    std::string bytes;
+    uLong crc = 0;
+};
+
+DeflatedBlock deflate_block(std::string_view block, int level, bool last) {
+    z_stream zs{};
+    if (deflateInit2(&zs, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) fail("gzip: cannot initialise zlib");
+    DeflatedBlock out;
+    out.bytes.resize(deflateBound(&zs, block.size()) + 64);  // + the sync flush's empty stored block
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(block.data()));
+    zs.avail_in = static_cast<uInt>(block.size());
+    zs.next_out = reinterpret_cast<Bytef*>(out.bytes.data());
+    zs.avail_out = static_cast<uInt>(out.bytes.size());
+    const int rc = deflate(&zs, last ? Z_FINISH : Z_SYNC_FLUSH);
+    const bool done = last ? rc == Z_STREAM_END : rc == Z_OK && zs.avail_in == 0 && zs.avail_out > 0;
+    out.bytes.resize(zs.total_out);
+    deflateEnd(&zs);
+    if (!done) fail("gzip: compression failed (", rc, ")");
+    out.crc = crc32(0L, reinterpret_cast<const Bytef*>(block.data()), static_cast<uInt>(block.size()));
+    return out;
+}
+
+void put_le32(std::string& s, uint32_t v) {
+    for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+}  // namespace
+
+std::string gzip_compress(std::string_view bytes, int level) {
+    if (bytes.size() <= kGzipBlock) return gzip_single(bytes, level);
+    const size_t n = (bytes.size() + kGzipBlock - 1) / kGzipBlock;
+    std::vector<DeflatedBlock> blocks(n);
+    std::atomic<size_t> next{0};
+    std::exception_ptr error;
+    std::mutex error_mu;
+    auto work = [&] {
+        for (size_t i; (i = next.fetch_add(1)) < n;) {
+            try {
+                blocks[i] = deflate_block(bytes.substr(i * kGzipBlock, kGzipBlock), level, i + 1 == n);
+            } catch (...) {
+                std::lock_guard lock(error_mu);
+                if (!error) error = std::current_exception();
+            }
+        }
+    };
+    const size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+    if (error) std::rethrow_exception(error);
+
+    // zlib's own gzip header for this level (mtime 0, its OS byte), then the
+    // blocks' streams, then the CRC-32 of all the bytes and their length mod 2^32.
+    std::string out = gzip_single({}, level).substr(0, 10);
+    uLong crc = blocks[0].crc;
+    for (size_t i = 1; i < n; ++i) {
+        const size_t len = std::min(kGzipBlock, bytes.size() - i * kGzipBlock);
+        crc = crc32_combine(crc, blocks[i].crc, static_cast<z_off_t>(len));
+    }
+    size_t total = 10 + 8;
+    for (const DeflatedBlock& b : blocks) total += b.bytes.size();
+    out.reserve(total);
+    for (const DeflatedBlock& b : blocks) out += b.bytes;
+    put_le32(out, static_cast<uint32_t>(crc));
+    put_le32(out, static_cast<uint32_t>(bytes.size() & 0xffffffffu));
     return out;
 }
 

@@ -9,6 +9,12 @@
 
 namespace ppolab {
 
+// One gzip member. Inputs over kGzipBlock bytes are deflated as independent
+// blocks of kGzipBlock bytes on all hardware threads (each block without the
+// previous one's window, ended by a sync flush; pigz's layout), joined into
+// one deflate stream with the CRC-32 of the whole: the same bytes at any
+// thread count, read by any gunzip. A smaller input is zlib's single stream.
+inline constexpr size_t kGzipBlock = size_t(1) << 22;
 std::string gzip_compress(std::string_view bytes, int level = 1);
 // `where` names the file in errors; refuses outputs larger than max_bytes.
 std::string gzip_decompress(std::string_view bytes, std::string_view where, size_t max_bytes = size_t(1) << 36);
