@@ -1,13 +1,17 @@
 // Sampling and generation: temperature-1 frequencies match the softmax
 // (chi-square, fixed seed), greedy picks the argmax (ties to the lowest id),
 // returned log-probs equal log_softmax, the same generator state gives the
-// same tokens, and the generation loop stops rows at EOS or at the length
-// limit with log-probs that agree with a teacher-forced re-score.
+// same tokens, every instruction-set path (AVX-512, AVX2, portable) picks
+// the tokens of a float64 brute force with its log-probs, and the
+// generation loop stops rows at EOS or at the length limit with log-probs
+// that agree with a teacher-forced re-score.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "kernels/matmul_backend.h"
+#include "kernels/simd.h"
 #include "model/generate.h"
 #include "model/sampling.h"
 #include "test_qwen2_common.h"
@@ -74,6 +78,52 @@ TEST(Sampling, GreedyArgmaxTiesToLowestAndLogSoftmax) {
     // large logits: computed stably
     std::vector<float> big = {1000.f, 999.f};
     EXPECT_NEAR(sample_greedy(big.data(), 2).logp, -std::log1p(std::exp(-1.0)), 1e-6);
+}
+
+// A vocabulary-sized row (with a tail past whole vectors, a tie at the
+// maximum, very negative logits whose terms underflow) on every path: the
+// greedy token is the lowest-id argmax, log_softmax_at is the float64
+// log-softmax to 1e-12, and for 600 uniforms the temperature-1 token is the
+// first whose float64 cumulative sum passes u·Σ (the brute force here).
+TEST(Sampling, EveryPathPicksTheFloat64Tokens) {
+    const int64_t V = 151939;
+    std::vector<float> z(static_cast<size_t>(V));
+    Philox init(5, 2);
+    for (auto& x : z) x = static_cast<float>(3.0 * init.normal());
+    z[4321] = z[99999] = 25.f;  // the tie at the maximum
+    for (int64_t i = 500; i < 600; ++i) z[static_cast<size_t>(i)] = -2000.f;
+    double mx = -INFINITY, sum = 0;
+    for (float x : z) mx = std::max(mx, static_cast<double>(x));
+    std::vector<double> cum;
+    for (float x : z) cum.push_back(sum += std::exp(static_cast<double>(x) - mx));
+    Philox draws(9, 9);
+    std::vector<double> us;
+    std::vector<int32_t> want;
+    for (int k = 0; k < 600; ++k) {
+        const double u = draws.uniform();
+        us.push_back(u);
+        want.push_back(static_cast<int32_t>(std::upper_bound(cum.begin(), cum.end(), u * sum) - cum.begin()));
+    }
+    simd::SimdLevel& level = simd::simd_level();
+    const simd::SimdLevel saved = level;
+    for (const simd::SimdLevel path : {simd::SimdLevel::avx512, simd::SimdLevel::avx2, simd::SimdLevel::portable}) {
+        if (path > simd::simd_cpu_level()) continue;
+        level = path;
+        SCOPED_TRACE("path " + std::to_string(static_cast<int>(path)));
+        const SampledToken g = sample_greedy(z.data(), V);
+        EXPECT_EQ(g.token, 4321);
+        EXPECT_NEAR(g.logp, 25.0 - mx - std::log(sum), 1e-6);
+        for (const int64_t t : {int64_t(0), int64_t(550), int64_t(4321), V - 1})
+            EXPECT_NEAR(log_softmax_at(z.data(), V, t), z[static_cast<size_t>(t)] - mx - std::log(sum), 1e-12) << t;
+        int wrong = 0;
+        for (size_t k = 0; k < us.size(); ++k) {
+            const SampledToken s = sample_temperature1_at(z.data(), V, us[k]);
+            wrong += s.token != want[k];
+            EXPECT_NEAR(s.logp, z[static_cast<size_t>(s.token)] - mx - std::log(sum), 1e-5);
+        }
+        EXPECT_EQ(wrong, 0);
+    }
+    level = saved;
 }
 
 namespace {
