@@ -21,9 +21,9 @@ std::atomic<MatmulPath> forced_path{MatmulPath::automatic};
 
 enum class Product { forward, backward_input, backward_weight };
 
-// Tiny products (adapters of a tiny model, tests) run on the calling thread
-// in the portable loops: a oneDNN call or an OpenMP region costs more than
-// the work. Decode-sized products (M ≤ kRowInvariantRows) never go to
+// Tiny products (a tiny model's, tests') run on the calling thread in the
+// portable loops: a oneDNN call or an OpenMP region costs more than the
+// work; but decode's FP32 ones (LoRA adapters) on the small-M kernels. Decode-sized products (M ≤ kRowInvariantRows) never go to
 // oneDNN, and their path depends on the weight only, never on M, so each
 // row's result is bitwise what it is alone (matmul.h): kTinyWork is compared
 // with one row's multiply-adds there, and the portable loops, the small-M
@@ -36,7 +36,11 @@ MatmulPath choose(int64_t M, int64_t N, int64_t K, Product product, WeightType t
     MatmulPath p = forced_path.load(std::memory_order_relaxed);
     if (p == MatmulPath::automatic) {
         const bool tiles = frozen && type == WeightType::bf16 && amx_frozen_products();
-        if (M <= kSmallM) p = N * K < kTinyWork ? MatmulPath::portable : tiles ? MatmulPath::amx : MatmulPath::small_m;
+        // FP32 weights (LoRA adapters: K or N = the rank) take the small-M
+        // kernels' forward at any size: no thread, no conversion, no call
+        // overhead to avoid, and 16 lanes instead of the portable loops.
+        const bool tiny = N * K < kTinyWork && !(type == WeightType::f32 && product == Product::forward);
+        if (M <= kSmallM) p = tiny ? MatmulPath::portable : tiles ? MatmulPath::amx : MatmulPath::small_m;
         else if (M * N * K < kTinyWork) p = MatmulPath::portable;
         else p = tiles ? MatmulPath::amx : MatmulPath::dnnl;
     }

@@ -312,7 +312,47 @@ void small_m_bf16_fma(float* Y, const float* X, const bf16* W, int64_t M, int64_
 // Register budget (32 zmm): NR·MR accumulators + NR weight vectors + 1 input.
 constexpr int f32_tile_rows(int mr) { return mr == 1 ? 8 : mr == 2 ? 6 : mr <= 5 ? 4 : 3; }
 
+// FP32 weights with K ≤ 16 (LoRA's B: K = the rank): W transposed once per
+// call into (K, N), then 16 outputs of a row at a time, Σ_k x[k] · Wᵀ[k][n…]
+// by FMA in k order from zero, added to Y at the end when accumulating. Each
+// row is computed alone (the same bits at any M). A tile_f32 would reduce
+// every output horizontally for K multiply-adds.
+template <int K>
+PPOLAB_AVX512F void small_k_rows(float* Y, const float* X, const float* Wt, int64_t M, int64_t N, bool accumulate) {
+    const bool parallel = N * K >= (1 << 16);
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t n0 = 0; n0 < N; n0 += 16) {
+        const __mmask16 mask = static_cast<__mmask16>(N - n0 >= 16 ? 0xffffu : (1u << (N - n0)) - 1);
+        __m512 w[K];
+        for (int k = 0; k < K; ++k) w[k] = _mm512_maskz_loadu_ps(mask, Wt + k * N + n0);
+        for (int64_t m = 0; m < M; ++m) {
+            __m512 acc = _mm512_setzero_ps();
+            for (int k = 0; k < K; ++k) acc = _mm512_fmadd_ps(_mm512_set1_ps(X[m * K + k]), w[k], acc);
+            float* y = Y + m * N + n0;
+            if (accumulate) acc = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), acc);
+            _mm512_mask_storeu_ps(y, mask, acc);
+        }
+    }
+}
+
+void small_k_f32(float* Y, const float* X, const float* W, int64_t M, int64_t N, int64_t K, bool accumulate) {
+    thread_local std::vector<float> wt;  // (K, N)
+    wt.resize(static_cast<size_t>(K * N));
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) wt[static_cast<size_t>(k * N + n)] = W[n * K + k];
+    switch (K) {
+#define PPOLAB_SMALL_K(k) \
+    case k: return small_k_rows<k>(Y, X, wt.data(), M, N, accumulate);
+        PPOLAB_SMALL_K(1) PPOLAB_SMALL_K(2) PPOLAB_SMALL_K(3) PPOLAB_SMALL_K(4) PPOLAB_SMALL_K(5) PPOLAB_SMALL_K(6)
+        PPOLAB_SMALL_K(7) PPOLAB_SMALL_K(8) PPOLAB_SMALL_K(9) PPOLAB_SMALL_K(10) PPOLAB_SMALL_K(11)
+        PPOLAB_SMALL_K(12) PPOLAB_SMALL_K(13) PPOLAB_SMALL_K(14) PPOLAB_SMALL_K(15) PPOLAB_SMALL_K(16)
+#undef PPOLAB_SMALL_K
+        default: PPOLAB_ASSERT(false);
+    }
+}
+
 void small_m_f32(float* Y, const float* X, const float* W, int64_t M, int64_t N, int64_t K, bool accumulate) {
+    if (K <= 16) return small_k_f32(Y, X, W, M, N, K, accumulate);
     by_row_blocks(Y, X, M, N, K, [&](float* y, const float* x, auto rows) {
         constexpr int mr = decltype(rows)::value;
         rows_kernel<f32_tile_rows(mr), mr>(y, N, x, K, W, N, K, accumulate);

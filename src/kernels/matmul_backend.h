@@ -6,9 +6,11 @@
 //              runs: hand-written AVX-512 kernels that
 //              stream the weights once for all rows (`vdpbf16ps` for BF16
 //              weights, or FMA on the weights widened to FP32 where BF16
-//              products are not native; FMA for FP32), parallel over output
-//              rows (OpenMP). Needs AVX-512 F/BW/VL/DQ at run time, else the
-//              portable path runs.
+//              products are not native; FMA for FP32, on the transposed
+//              weight for K ≤ 16), parallel over output rows (OpenMP).
+//              The forward of an FP32 weight takes it at any size (LoRA
+//              adapters in decode). Needs AVX-512 F/BW/VL/DQ at run time,
+//              else the portable path runs.
 //   amx      — a BF16 weight, BF16 products native and AMX-BF16 tiles
 //              granted (matmul_amx.cpp), at any M: the forward and the
 //              backward to the input on tiles (`tdpbf16ps`), the weight read
@@ -37,7 +39,7 @@ namespace ppolab {
 enum class MatmulPath { automatic, small_m, amx, dnnl, portable };
 
 // Rows up to which the automatic path uses the small-M kernels (or, for
-// tiny weights, the portable loops), whatever K: row invariance (matmul.h).
+// tiny BF16 weights, the portable loops), whatever K: row invariance (matmul.h).
 inline constexpr int64_t kSmallM = kRowInvariantRows;
 // Products of fewer multiply-adds than this run single-threaded in the
 // portable loops (oneDNN's call overhead is a few µs).
