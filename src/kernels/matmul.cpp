@@ -23,7 +23,8 @@ enum class Product { forward, backward_input, backward_weight };
 
 // Tiny products (a tiny model's, tests') run on the calling thread in the
 // portable loops: a oneDNN call or an OpenMP region costs more than the
-// work; but decode's FP32 ones (LoRA adapters) on the small-M kernels. Decode-sized products (M ≤ kRowInvariantRows) never go to
+// work; but decode's FP32 ones (LoRA adapters) on the small-M kernels.
+// Decode-sized products (M ≤ kRowInvariantRows) never go to
 // oneDNN, and their path depends on the weight only, never on M, so each
 // row's result is bitwise what it is alone (matmul.h): kTinyWork is compared
 // with one row's multiply-adds there, and the portable loops, the small-M

@@ -22,7 +22,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/matmul_backend.h"
@@ -335,20 +337,19 @@ PPOLAB_AVX512F void small_k_rows(float* Y, const float* X, const float* Wt, int6
     }
 }
 
+template <size_t... Ks>
+constexpr auto small_k_table(std::index_sequence<Ks...>) {
+    return std::array{&small_k_rows<static_cast<int>(Ks) + 1>...};
+}
+constexpr auto kSmallKRows = small_k_table(std::make_index_sequence<16>{});  // [K − 1]
+
 void small_k_f32(float* Y, const float* X, const float* W, int64_t M, int64_t N, int64_t K, bool accumulate) {
     thread_local std::vector<float> wt;  // (K, N)
     wt.resize(static_cast<size_t>(K * N));
     for (int64_t n = 0; n < N; ++n)
         for (int64_t k = 0; k < K; ++k) wt[static_cast<size_t>(k * N + n)] = W[n * K + k];
-    switch (K) {
-#define PPOLAB_SMALL_K(k) \
-    case k: return small_k_rows<k>(Y, X, wt.data(), M, N, accumulate);
-        PPOLAB_SMALL_K(1) PPOLAB_SMALL_K(2) PPOLAB_SMALL_K(3) PPOLAB_SMALL_K(4) PPOLAB_SMALL_K(5) PPOLAB_SMALL_K(6)
-        PPOLAB_SMALL_K(7) PPOLAB_SMALL_K(8) PPOLAB_SMALL_K(9) PPOLAB_SMALL_K(10) PPOLAB_SMALL_K(11)
-        PPOLAB_SMALL_K(12) PPOLAB_SMALL_K(13) PPOLAB_SMALL_K(14) PPOLAB_SMALL_K(15) PPOLAB_SMALL_K(16)
-#undef PPOLAB_SMALL_K
-        default: PPOLAB_ASSERT(false);
-    }
+    PPOLAB_ASSERT(K >= 1 && K <= 16);
+    kSmallKRows[K - 1](Y, X, wt.data(), M, N, accumulate);
 }
 
 void small_m_f32(float* Y, const float* X, const float* W, int64_t M, int64_t N, int64_t K, bool accumulate) {

@@ -154,8 +154,13 @@ std::vector<Shape> shapes() {
     s.push_back({512, 64, 300});
     s.push_back({37, 256, 1000});  // K above a small-M register tile's reach, odd M
     // LoRA adapters in decode (FP32: the small-M kernels at any size): A (N = rank), B (K = rank, transposed)
-    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{8, 8, 896}, {3, 8, 40}, {8, 896, 8}, {5, 4864, 8},
-                           {2, 33, 16}, {7, 40, 1}, {32, 130, 3}})
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{8, 8, 896},
+                           {3, 8, 40},
+                           {8, 896, 8},
+                           {5, 4864, 8},
+                           {2, 33, 16},
+                           {7, 40, 1},
+                           {32, 130, 3}})
         s.push_back({M, N, K});
     return s;
 }
@@ -174,7 +179,7 @@ TEST(Matmul, ReportsCpuAndPaths) {
     EXPECT_STREQ(matmul_path_name(128, 896, 896), "dnnl");
     EXPECT_STREQ(matmul_path_name(kSmallM, 896, 896),
                  simd::simd_cpu_level() == simd::SimdLevel::avx512 ? "small_m_avx512" : "portable");
-    EXPECT_STREQ(matmul_path_name(2, 8, 8), "portable");                           // tiny: no thread, no library call
+    EXPECT_STREQ(matmul_path_name(2, 8, 8), "portable");  // tiny: no thread, no library call
     {  // but an FP32 weight in decode (LoRA adapters) takes the small-M kernels at any size
         std::vector<float> a(8 * 896);
         const WeightView adapter{WeightType::f32, a.data(), 8, 896};
@@ -417,7 +422,8 @@ TEST(Matmul, DecodeRowsAreBitwiseTheirRowAlone) {
                                     {MatmulPath::amx, Bf16Products::native},
                                     {MatmulPath::portable, Bf16Products::automatic}};
     for (WeightType type : {WeightType::bf16, WeightType::f32})
-        for (auto [N, K] : {std::pair<int64_t, int64_t>{8, 40}, {96, 896}, {40, 4864}, {33, 1000}, {896, 8}, {8, 896}}) {
+        for (auto [N, K] :
+             {std::pair<int64_t, int64_t>{8, 40}, {96, 896}, {40, 4864}, {33, 1000}, {896, 8}, {8, 896}}) {
             TestWeight W = gaussian_weight(type, N, K, rng);
             std::unique_ptr<PrepackedWeight> packed;
             if (type == WeightType::bf16) packed = std::make_unique<PrepackedWeight>(W.view());
