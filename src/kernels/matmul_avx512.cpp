@@ -315,26 +315,32 @@ void small_m_bf16_fma(float* Y, const float* X, const bf16* W, int64_t M, int64_
 constexpr int f32_tile_rows(int mr) { return mr == 1 ? 8 : mr == 2 ? 6 : mr <= 5 ? 4 : 3; }
 
 // FP32 weights with K ≤ 16 (LoRA's B: K = the rank): W transposed once per
-// call into (K, N), then 16 outputs of a row at a time, Σ_k x[k] · Wᵀ[k][n…]
+// call into (K, N), then 16 outputs of a row at a time (columns n0…n0+15), Σ_k x[k] · Wᵀ[k][n…]
 // by FMA in k order from zero, added to Y at the end when accumulating. Each
 // row is computed alone (the same bits at any M). A tile_f32 would reduce
 // every output horizontally for K multiply-adds.
 template <int K>
+PPOLAB_AVX512F inline void small_k_columns(float* Y, const float* X, const float* Wt, int64_t M, int64_t N, int64_t n0,
+                                           bool accumulate) {
+    const __mmask16 mask = static_cast<__mmask16>(N - n0 >= 16 ? 0xffffu : (1u << (N - n0)) - 1);
+    __m512 w[K];
+    for (int k = 0; k < K; ++k) w[k] = _mm512_maskz_loadu_ps(mask, Wt + k * N + n0);
+    for (int64_t m = 0; m < M; ++m) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int k = 0; k < K; ++k) acc = _mm512_fmadd_ps(_mm512_set1_ps(X[m * K + k]), w[k], acc);
+        float* y = Y + m * N + n0;
+        if (accumulate) acc = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), acc);
+        _mm512_mask_storeu_ps(y, mask, acc);
+    }
+}
+
+// The OpenMP region only calls the vector code: Clang's outlined region
+// does not inherit the function's target.
+template <int K>
 PPOLAB_AVX512F void small_k_rows(float* Y, const float* X, const float* Wt, int64_t M, int64_t N, bool accumulate) {
     const bool parallel = N * K >= (1 << 16);
 #pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t n0 = 0; n0 < N; n0 += 16) {
-        const __mmask16 mask = static_cast<__mmask16>(N - n0 >= 16 ? 0xffffu : (1u << (N - n0)) - 1);
-        __m512 w[K];
-        for (int k = 0; k < K; ++k) w[k] = _mm512_maskz_loadu_ps(mask, Wt + k * N + n0);
-        for (int64_t m = 0; m < M; ++m) {
-            __m512 acc = _mm512_setzero_ps();
-            for (int k = 0; k < K; ++k) acc = _mm512_fmadd_ps(_mm512_set1_ps(X[m * K + k]), w[k], acc);
-            float* y = Y + m * N + n0;
-            if (accumulate) acc = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), acc);
-            _mm512_mask_storeu_ps(y, mask, acc);
-        }
-    }
+    for (int64_t n0 = 0; n0 < N; n0 += 16) small_k_columns<K>(Y, X, Wt, M, N, n0, accumulate);
 }
 
 template <size_t... Ks>
