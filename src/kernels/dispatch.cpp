@@ -62,7 +62,7 @@ std::string dispatch_text(const DispatchReport& r) {
     std::snprintf(buf, sizeof buf,
                   "build            %s\n"
                   "cpu              avx2+fma %s, avx512 %s, avx512_bf16 %s, amx_bf16 %s\n"
-                  "layer kernels    %s (rmsnorm, rope, swiglu, attention)\n"
+                  "layer kernels    %s (rmsnorm, rope, swiglu, attention, sampling, exact KL)\n"
                   "decode products  %s (BF16 products of at most 32 rows but the frozen base's)\n"
                   "frozen products  %s\n"
                   "other products   %s (dispatches by itself; ONEDNN_VERBOSE=1 names its kernels)\n"

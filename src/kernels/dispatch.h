@@ -19,7 +19,7 @@ struct DispatchReport {
     bool avx512 = false;    // F, BW, VL, DQ
     bool avx512_bf16 = false;
     bool amx_bf16 = false;        // AMX-BF16 + AMX-TILE present (oneDNN asks the kernel for the tiles)
-    std::string layer_kernels;    // rmsnorm, rope, swiglu, attention: "avx512" | "avx2" | "portable"
+    std::string layer_kernels;    // norm, rope, swiglu, attention, sampling, KL: "avx512" | "avx2" | "portable"
     std::string decode_products;  // BF16 products of ≤ 32 rows but the frozen base's (on tiles if amx below):
                                   // "small_m_avx512 (vdpbf16ps|FP32 FMA)" | "portable"
     std::string frozen_products;  // the frozen base's BF16 products: "amx" (any rows) | "dnnl" (more than 32 rows)

@@ -36,22 +36,17 @@ std::vector<int32_t> random_targets(int64_t N, int64_t V, uint64_t seed) {
 }
 
 // simd::vexp_f64 over n values (n a multiple of 8), 8 lanes (AVX-512) or 4 (AVX2).
-PPOLAB_SIMD_AVX512 void exp_f64_avx512(const double* x, double* y, size_t n) {
-    for (size_t i = 0; i < n; i += 8) {
-        simd::vd8 v;
+template <class VD>
+PPOLAB_SIMD_INLINE void exp_f64_lanes(const double* x, double* y, size_t n) {
+    for (size_t i = 0; i < n; i += sizeof(VD) / sizeof(double)) {
+        VD v;
         std::memcpy(&v, x + i, sizeof v);
         v = simd::vexp_f64(v);
         std::memcpy(y + i, &v, sizeof v);
     }
 }
-PPOLAB_SIMD_AVX2 void exp_f64_avx2(const double* x, double* y, size_t n) {
-    for (size_t i = 0; i < n; i += 4) {
-        simd::vd4 v;
-        std::memcpy(&v, x + i, sizeof v);
-        v = simd::vexp_f64(v);
-        std::memcpy(y + i, &v, sizeof v);
-    }
-}
+PPOLAB_SIMD_AVX512 void exp_f64_avx512(const double* x, double* y, size_t n) { exp_f64_lanes<simd::vd8>(x, y, n); }
+PPOLAB_SIMD_AVX2 void exp_f64_avx2(const double* x, double* y, size_t n) { exp_f64_lanes<simd::vd4>(x, y, n); }
 
 }  // namespace
 
