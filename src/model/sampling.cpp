@@ -25,24 +25,24 @@ double max_portable(const float* z, int64_t V) {
     return mx;
 }
 
-double sum_exp_portable(const float* z, int64_t V, double mx) {
-    double s = 0;
-    for (int64_t i = 0; i < V; ++i) s += std::exp(static_cast<double>(z[i]) - mx);
+// Σ_{i ≥ from} e^{z_i − mx} added to s (the portable loop, and the vector loop's tail).
+double sum_exp_portable(const float* z, int64_t from, int64_t V, double mx, double s = 0) {
+    for (int64_t i = from; i < V; ++i) s += std::exp(static_cast<double>(z[i]) - mx);
     return s;
 }
 
 // The first token whose cumulative sum passes `target` (and whose term is
-// positive); if rounding leaves the sum short, the last token with a positive term.
-int64_t pick_portable(const float* z, int64_t V, double mx, double target) {
-    double cum = 0;
-    int64_t pick = -1;
-    for (int64_t i = 0; i < V; ++i) {
+// positive); if rounding leaves the sum short, the last token with a
+// positive term. From token `from` on, with the sum `cum` and that last
+// token `pick` so far (the vector loop's tail); true when found.
+bool pick_portable(const float* z, int64_t from, int64_t V, double mx, double target, double& cum, int64_t& pick) {
+    for (int64_t i = from; i < V; ++i) {
         const double e = std::exp(static_cast<double>(z[i]) - mx);
         if (e > 0) pick = i;
         cum += e;
-        if (cum > target && e > 0) return i;
+        if (cum > target && e > 0) return true;
     }
-    return pick;
+    return false;
 }
 
 // ------------------------------------------------------------ vectors
@@ -70,8 +70,7 @@ PPOLAB_SIMD_INLINE double sum_exp_simd(const float* z, int64_t V, double mx) {
     for (; i + L <= V; i += L) acc += simd::vexp_f64(__builtin_convertvector(simd::vload<VF>(z + i), VD) - mx);
     double s = 0;
     for (int64_t l = 0; l < L; ++l) s += acc[l];
-    for (; i < V; ++i) s += std::exp(static_cast<double>(z[i]) - mx);
-    return s;
+    return sum_exp_portable(z, i, V, mx, s);
 }
 
 template <class VD, class VF>
@@ -87,12 +86,7 @@ PPOLAB_SIMD_INLINE int64_t pick_simd(const float* z, int64_t V, double mx, doubl
             if (cum > target && e[l] > 0) return i + l;
         }
     }
-    for (; i < V; ++i) {
-        const double e = std::exp(static_cast<double>(z[i]) - mx);
-        if (e > 0) pick = i;
-        cum += e;
-        if (cum > target && e > 0) return i;
-    }
+    pick_portable(z, i, V, mx, target, cum, pick);
     return pick;
 }
 
@@ -124,13 +118,16 @@ double max_logit(const float* logits, int64_t V) {
 double sum_exp(const float* logits, int64_t V, double mx) {
     if (simd::simd_has_avx512()) return sum_exp_avx512(logits, V, mx);
     if (simd::simd_has_avx2()) return sum_exp_avx2(logits, V, mx);
-    return sum_exp_portable(logits, V, mx);
+    return sum_exp_portable(logits, 0, V, mx);
 }
 
 int64_t pick(const float* logits, int64_t V, double mx, double target) {
     if (simd::simd_has_avx512()) return pick_avx512(logits, V, mx, target);
     if (simd::simd_has_avx2()) return pick_avx2(logits, V, mx, target);
-    return pick_portable(logits, V, mx, target);
+    double cum = 0;
+    int64_t i = -1;
+    pick_portable(logits, 0, V, mx, target, cum, i);
+    return i;
 }
 
 }  // namespace

@@ -31,20 +31,29 @@ SequenceKl finish_position(const float* zp, const float* zq, int32_t target, dou
     return SequenceKl{a / sp - log_ratio, k1};
 }
 
+// The sums of the formula above over entries [v, V), added to s (the
+// portable loop, and the vector loop's tail).
+struct KlSums {
+    double sp = 0, sq = 0, a = 0;
+};
+void add_terms(const float* zp, const float* zq, int64_t v, int64_t V, double mxp, double mxq, KlSums& s) {
+    for (; v < V; ++v) {
+        const double p = static_cast<double>(zp[v]) - mxp, q = static_cast<double>(zq[v]) - mxq, e = std::exp(p);
+        s.sp += e;
+        s.sq += std::exp(q);
+        s.a += e * (p - q);
+    }
+}
+
 SequenceKl position_kl_portable(const float* zp, const float* zq, int64_t V, int32_t target) {
     double mxp = -std::numeric_limits<double>::infinity(), mxq = mxp;
     for (int64_t v = 0; v < V; ++v) {
         mxp = std::max(mxp, static_cast<double>(zp[v]));
         mxq = std::max(mxq, static_cast<double>(zq[v]));
     }
-    double sp = 0, sq = 0, a = 0;
-    for (int64_t v = 0; v < V; ++v) {
-        const double p = static_cast<double>(zp[v]) - mxp, q = static_cast<double>(zq[v]) - mxq, e = std::exp(p);
-        sp += e;
-        sq += std::exp(q);
-        a += e * (p - q);
-    }
-    return finish_position(zp, zq, target, mxp, mxq, sp, sq, a);
+    KlSums s;
+    add_terms(zp, zq, 0, V, mxp, mxq, s);
+    return finish_position(zp, zq, target, mxp, mxq, s.sp, s.sq, s.a);
 }
 
 // VD: L float64 lanes, VF: L floats (widened into VD). The tail past the last
@@ -74,15 +83,10 @@ PPOLAB_SIMD_INLINE SequenceKl position_kl_simd(const float* zp, const float* zq,
         sq += vexp_f64(q);
         a += e * (p - q);
     }
-    double s_p = 0, s_q = 0, s_a = 0;
-    for (int64_t i = 0; i < L; ++i) s_p += sp[i], s_q += sq[i], s_a += a[i];
-    for (; v < V; ++v) {
-        const double p = static_cast<double>(zp[v]) - mxp, q = static_cast<double>(zq[v]) - mxq, e = std::exp(p);
-        s_p += e;
-        s_q += std::exp(q);
-        s_a += e * (p - q);
-    }
-    return finish_position(zp, zq, target, mxp, mxq, s_p, s_q, s_a);
+    KlSums s;
+    for (int64_t i = 0; i < L; ++i) s.sp += sp[i], s.sq += sq[i], s.a += a[i];
+    add_terms(zp, zq, v, V, mxp, mxq, s);
+    return finish_position(zp, zq, target, mxp, mxq, s.sp, s.sq, s.a);
 }
 
 PPOLAB_SIMD_AVX512 SequenceKl position_kl_avx512(const float* zp, const float* zq, int64_t V, int32_t target) {
