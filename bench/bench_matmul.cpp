@@ -8,7 +8,7 @@
 // (Bf16Products, matmul_backend.h) at the 0.5B's and the tiny default's
 // shapes (and at M = 1 the portable loops that decode used before the FP32
 // FMA stream); amx/: frozen products on the AMX tiles against oneDNN's;
-// decode/: 1 and 8 rows on the tiles against the small-M stream — all to be
+// decode/: 1, 8 and 32 rows on the tiles, the VNNI pack and the small-M stream — all to be
 // read as ratios of one interleaved run:
 //
 //   build/bin/bench_matmul --benchmark_filter=bf16/ --benchmark_repetitions=5
@@ -199,9 +199,10 @@ void bench_frozen_path(benchmark::State& state, Proj p, int64_t M, bool backward
         benchmark::ClobberMemory();
     }
     set_counters(state, M, p.N, p.K,
-                 path == MatmulPath::amx       ? matmul_path_name(M, w.view())
-                 : path == MatmulPath::small_m ? "small_m frozen W"
-                                               : "dnnl frozen W");
+                 path == MatmulPath::amx            ? matmul_path_name(M, w.view())
+                 : path == MatmulPath::small_m_vnni ? "small_m_vnni frozen W"
+                 : path == MatmulPath::small_m      ? "small_m frozen W"
+                                                    : "dnnl frozen W");
     matmul_set_path(MatmulPath::automatic);
 }
 
@@ -286,13 +287,15 @@ int main(int argc, char** argv) {
                 if (std::string(p.name) != "lm_head" || M == 64) amx_pair(p, M, backward);
     for (const Proj& p : kTinyProjections)
         for (int64_t M : {128, 672}) amx_pair(p, M, false);
-    // decode/: a decode step's products (1 and 8 rows, frozen weights read
-    // from DRAM) on the AMX tiles against the small-M stream.
+    // decode/: a decode step's products (1, 8 and 32 rows, frozen weights
+    // read from DRAM) on the AMX tiles, the VNNI pack's `vdpbf16ps` kernel
+    // and the small-M stream.
     std::vector<Proj> decode_shapes(std::begin(kProjections), std::end(kProjections));
     decode_shapes.insert(decode_shapes.end(), std::begin(kTinyProjections), std::end(kTinyProjections));
     for (const Proj& p : decode_shapes)
-        for (int64_t M : {1, 8})
-            for (auto [path, name] : {std::pair{MatmulPath::amx, "/amx"}, std::pair{MatmulPath::small_m, "/small_m"}})
+        for (int64_t M : {1, 8, 32})
+            for (auto [path, name] : {std::pair{MatmulPath::amx, "/amx"}, std::pair{MatmulPath::small_m_vnni, "/vnni"},
+                                      std::pair{MatmulPath::small_m, "/small_m"}})
                 benchmark::RegisterBenchmark(
                     (std::string("decode/") + p.name + "/M" + std::to_string(M) + name).c_str(), bench_frozen_path, p,
                     M, false, path)

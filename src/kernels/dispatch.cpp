@@ -42,7 +42,7 @@ DispatchReport dispatch_report() {
                                                                           : "small_m_avx512 (FP32 FMA)";
     std::string no_amx;
     const bool amx = amx_frozen_products(&no_amx);
-    r.frozen_products = amx ? "amx" : "dnnl";
+    r.frozen_products = amx ? "amx" : vdpbf16 ? "dnnl+vnni" : "dnnl";
     r.frozen_why = amx ? "" : no_amx;
     const dnnl_version_t* v = dnnl_version();
     char buf[64];
@@ -71,7 +71,9 @@ std::string dispatch_text(const DispatchReport& r) {
                   r.build.c_str(), yn(r.avx2_fma), yn(r.avx512), yn(r.avx512_bf16), yn(r.amx_bf16),
                   r.layer_kernels.c_str(), r.decode_products.c_str(),
                   r.frozen_products == "amx" ? "amx (tdpbf16ps; every BF16 product of the frozen base, decode included)"
-                                             : ("oneDNN (no AMX: " + r.frozen_why + ")").c_str(),
+                  : r.frozen_products == "dnnl+vnni"
+                      ? ("oneDNN, decode vdpbf16ps on the VNNI pack (no AMX: " + r.frozen_why + ")").c_str()
+                      : ("oneDNN (no AMX: " + r.frozen_why + ")").c_str(),
                   r.onednn.c_str(),
                   r.bf16_products != "native" ? "as FP32 products of the BF16-rounded values"
                   : r.avx512_bf16             ? "native (oneDNN's BF16 kernels)"
@@ -87,7 +89,8 @@ json dispatch_json(const DispatchReport& r) {
          {{"avx2_fma", r.avx2_fma}, {"avx512", r.avx512}, {"avx512_bf16", r.avx512_bf16}, {"amx_bf16", r.amx_bf16}}},
         {"layer_kernels", r.layer_kernels},
         {"decode_products", r.decode_products},
-        {"frozen_products", r.frozen_products == "amx" ? r.frozen_products : "dnnl (" + r.frozen_why + ")"},
+        {"frozen_products",
+         r.frozen_products == "amx" ? r.frozen_products : r.frozen_products + " (" + r.frozen_why + ")"},
         {"other_products", r.onednn},
         {"bf16_products", r.bf16_products},
         {"bf16_products_why", r.bf16_basis}};

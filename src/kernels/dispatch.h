@@ -22,8 +22,9 @@ struct DispatchReport {
     std::string layer_kernels;    // norm, rope, swiglu, attention, sampling, KL: "avx512" | "avx2" | "portable"
     std::string decode_products;  // BF16 products of ≤ 32 rows but the frozen base's (on tiles if amx below):
                                   // "small_m_avx512 (vdpbf16ps|FP32 FMA)" | "portable"
-    std::string frozen_products;  // the frozen base's BF16 products: "amx" (any rows) | "dnnl" (more than 32 rows)
-    std::string frozen_why;       // why not amx, when dnnl
+    std::string frozen_products;  // the frozen base's BF16 products: "amx" (any rows) | "dnnl+vnni" (oneDNN
+                                  // above 32 rows, small_m_vnni_avx512 to 32) | "dnnl" (decode: small_m above)
+    std::string frozen_why;       // why not amx, when not
     std::string onednn;           // version of the library that computes the other products
     std::string bf16_products;    // how oneDNN computes BF16 products: "native" | "fp32" (matmul_backend.h)
     std::string bf16_why;         // why: the automatic choice's reason with its figures, or the variable

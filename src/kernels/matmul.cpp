@@ -1,10 +1,11 @@
 // matmul.cpp — the public entry points of matmul.h: argument checks and the
 // choice of path (see matmul_backend.h). Products of a frozen BF16 weight go
-// to the AMX tiles where granted, at any M; other decode-sized products
-// (M ≤ kSmallM) to the streaming AVX-512 kernels whatever their K (so that a
-// row's result does not depend on how many rows come with it), everything
-// else to oneDNN; a CPU without AVX-512 gets the streaming kernels' portable
-// twin.
+// to the AMX tiles where granted, at any M (elsewhere their decode-sized
+// forwards to `vdpbf16ps` on the same VNNI pack); other decode-sized
+// products (M ≤ kSmallM) to the streaming AVX-512 kernels whatever their K
+// (so that a row's result does not depend on how many rows come with it),
+// everything else to oneDNN; a CPU without AVX-512 gets the streaming
+// kernels' portable twin.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -41,10 +42,19 @@ MatmulPath choose(int64_t M, int64_t N, int64_t K, Product product, WeightType t
         // kernels' forward at any size: no thread, no conversion, no call
         // overhead to avoid, and 16 lanes instead of the portable loops.
         const bool tiny = N * K < kTinyWork && !(type == WeightType::f32 && product == Product::forward);
-        if (M <= kSmallM) p = tiny ? MatmulPath::portable : tiles ? MatmulPath::amx : MatmulPath::small_m;
+        // Without the tiles, the frozen base's decode reads its VNNI pack.
+        const bool vnni = frozen && product == Product::forward;
+        if (M <= kSmallM)
+            p = tiny    ? MatmulPath::portable
+                : tiles ? MatmulPath::amx
+                : vnni  ? MatmulPath::small_m_vnni
+                        : MatmulPath::small_m;
         else if (M * N * K < kTinyWork) p = MatmulPath::portable;
         else p = tiles ? MatmulPath::amx : MatmulPath::dnnl;
     }
+    if (p == MatmulPath::small_m_vnni &&
+        (type != WeightType::bf16 || !matmul_has_avx512bf16() || !bf16_products_native()))
+        p = MatmulPath::small_m;
     if (p == MatmulPath::small_m && simd::simd_cpu_level() != simd::SimdLevel::avx512) p = MatmulPath::portable;
     if (p == MatmulPath::amx && (type != WeightType::bf16 || product == Product::backward_weight || !matmul_has_amx()))
         p = MatmulPath::dnnl;
@@ -56,6 +66,7 @@ bool is_frozen(const WeightView& W) { return W.prepacked != nullptr && W.prepack
 const char* path_name(MatmulPath p) {
     switch (p) {
         case MatmulPath::small_m: return "small_m_avx512";
+        case MatmulPath::small_m_vnni: return "small_m_vnni_avx512";
         case MatmulPath::amx: return "amx";
         case MatmulPath::dnnl: return "dnnl";
         default: return "portable";
@@ -92,6 +103,7 @@ void linear_forward(float* Y, const float* X, WeightView W, int64_t M, bool accu
     if (W.cols == 0) return zero_product(Y, M * W.rows, accumulate);
     switch (choose(M, W.rows, W.cols, Product::forward, W.type, is_frozen(W))) {
         case MatmulPath::small_m: return matmul_detail::small_m_forward(Y, X, W, M, accumulate);
+        case MatmulPath::small_m_vnni: return matmul_detail::small_m_vnni_forward(Y, X, W, M, accumulate);
         case MatmulPath::amx: return matmul_detail::amx_forward(Y, X, W, M, accumulate);
         case MatmulPath::dnnl: return matmul_detail::dnnl_forward(Y, X, W, M, accumulate);
         default: return matmul_detail::portable_forward(Y, X, W, M, accumulate);

@@ -243,9 +243,11 @@ void amx_product(float* C, const float* x, int64_t M, const AmxPack& B, bool acc
     }
 }
 
+}  // namespace
+
 // The pack of a weight for one product: the frozen copy (made once), or a
 // fresh one in a per-thread buffer.
-const AmxPack& pack_for(const WeightView& W, AmxOperand op) {
+const AmxPack& amx_pack_for(const WeightView& W, AmxOperand op) {
     if (W.prepacked && W.prepacked->matches(W)) {
         PrepackedWeight::AmxCopies& copies = W.prepacked->amx_copies();
         std::lock_guard lock(copies.mu);
@@ -257,8 +259,6 @@ const AmxPack& pack_for(const WeightView& W, AmxOperand op) {
     fresh = amx_pack(W, op);
     return fresh;
 }
-
-}  // namespace
 
 AmxPack amx_pack(const WeightView& W, AmxOperand op) {
     PPOLAB_ASSERT(W.type == WeightType::bf16 && W.data != nullptr && W.rows > 0 && W.cols > 0);
@@ -333,13 +333,13 @@ namespace matmul_detail {
 void amx_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate) {
     PPOLAB_ASSERT(W.type == WeightType::bf16 && matmul_has_amx());
     if (M == 0 || W.rows == 0) return;
-    amx_product(Y, X, M, pack_for(W, AmxOperand::forward), accumulate);
+    amx_product(Y, X, M, amx_pack_for(W, AmxOperand::forward), accumulate);
 }
 
 void amx_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate) {
     PPOLAB_ASSERT(W.type == WeightType::bf16 && matmul_has_amx());
     if (M == 0 || W.cols == 0) return;
-    amx_product(dX, dY, M, pack_for(W, AmxOperand::backward_input), accumulate);
+    amx_product(dX, dY, M, amx_pack_for(W, AmxOperand::backward_input), accumulate);
 }
 
 }  // namespace matmul_detail

@@ -35,6 +35,12 @@ enum class AmxOperand { forward, backward_input };
 // W: BF16, non-empty. Parallel over column blocks (OpenMP).
 AmxPack amx_pack(const WeightView& W, AmxOperand op);
 
+// The pack of W for one product: its PrepackedWeight's copy when W is
+// frozen (made on first use, kept), else a fresh one in a per-thread buffer,
+// valid until the calling thread's next call. Read by the AMX path and by
+// the AVX-512 BF16 decode kernels of the frozen base (matmul_vnni_avx512.cpp).
+const AmxPack& amx_pack_for(const WeightView& W, AmxOperand op);
+
 // A frozen weight's packed copies (PrepackedWeight), made on first use.
 struct PrepackedWeight::AmxCopies {
     std::mutex mu;

@@ -2,8 +2,8 @@
 // benchmarks: which path a call takes, and each path callable on its own.
 //
 // Paths (chosen per call by linear_forward & co. when the path is automatic):
-//   small_m  — M ≤ kSmallM rows (decode) but the frozen base's where AMX
-//              runs: hand-written AVX-512 kernels that
+//   small_m  — M ≤ kSmallM rows (decode) but the frozen base's forward
+//              (amx or small_m_vnni where they run): hand-written AVX-512 kernels that
 //              stream the weights once for all rows (`vdpbf16ps` for BF16
 //              weights, or FMA on the weights widened to FP32 where BF16
 //              products are not native; FMA for FP32, on the transposed
@@ -11,6 +11,12 @@
 //              The forward of an FP32 weight takes it at any size (LoRA
 //              adapters in decode). Needs AVX-512 F/BW/VL/DQ at run time,
 //              else the portable path runs.
+//   small_m_vnni — the forward of a frozen BF16 weight (the base) at
+//              M ≤ kSmallM where the tiles are not granted but AVX-512 BF16
+//              is and BF16 products are native (matmul_vnni_avx512.cpp):
+//              `vdpbf16ps` on the AMX path's VNNI pack (one weight load for
+//              up to 8 rows, each output one lane's sum). Forced elsewhere
+//              (another weight: packed per call) or unavailable: small_m.
 //   amx      — a BF16 weight, BF16 products native and AMX-BF16 tiles
 //              granted (matmul_amx.cpp), at any M: the forward and the
 //              backward to the input on tiles (`tdpbf16ps`), the weight read
@@ -36,7 +42,7 @@
 
 namespace ppolab {
 
-enum class MatmulPath { automatic, small_m, amx, dnnl, portable };
+enum class MatmulPath { automatic, small_m, small_m_vnni, amx, dnnl, portable };
 
 // Rows up to which the automatic path uses the small-M kernels (or, for
 // tiny BF16 weights, the portable loops), whatever K: row invariance (matmul.h).
@@ -67,7 +73,8 @@ bool amx_allowed(std::string* why = nullptr);
 // again, so the two sides can alternate within one process.
 void matmul_set_amx_allowed(bool allowed);
 // Short name of the path a forward of M rows through W takes now:
-// "small_m_avx512", "amx", "dnnl", "portable" (benchmarks and tests print it).
+// "small_m_avx512", "small_m_vnni_avx512", "amx", "dnnl", "portable"
+// (benchmarks and tests print it).
 const char* matmul_path_name(int64_t M, const WeightView& W);
 // The same for a BF16 weight [N, K] that is not frozen.
 const char* matmul_path_name(int64_t M, int64_t N, int64_t K);
@@ -164,6 +171,8 @@ private:
 // The paths, callable directly (same semantics as matmul.h).
 namespace matmul_detail {
 void small_m_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
+// needs matmul_has_avx512bf16(); reads W's VNNI pack (matmul_amx.h)
+void small_m_vnni_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
 void amx_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);  // needs matmul_has_amx()
 void amx_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate);
 void dnnl_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);

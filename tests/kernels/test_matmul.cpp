@@ -48,9 +48,13 @@ struct Variant {
     Bf16Products bf16;
 };
 
-const Variant kPaths[] = {{MatmulPath::automatic, Bf16Products::automatic}, {MatmulPath::small_m, Bf16Products::native},
-                          {MatmulPath::small_m, Bf16Products::f32},         {MatmulPath::amx, Bf16Products::native},
-                          {MatmulPath::dnnl, Bf16Products::native},         {MatmulPath::dnnl, Bf16Products::f32},
+const Variant kPaths[] = {{MatmulPath::automatic, Bf16Products::automatic},
+                          {MatmulPath::small_m, Bf16Products::native},
+                          {MatmulPath::small_m, Bf16Products::f32},
+                          {MatmulPath::small_m_vnni, Bf16Products::native},
+                          {MatmulPath::amx, Bf16Products::native},
+                          {MatmulPath::dnnl, Bf16Products::native},
+                          {MatmulPath::dnnl, Bf16Products::f32},
                           {MatmulPath::portable, Bf16Products::automatic}};
 
 const char* path_label(const Variant& v) {
@@ -58,6 +62,8 @@ const char* path_label(const Variant& v) {
         case MatmulPath::automatic: return "automatic";
         case MatmulPath::small_m:
             return v.bf16 == Bf16Products::f32 ? "small_m (BF16 as FP32)" : "small_m (BF16 native)";
+        case MatmulPath::small_m_vnni:
+            return matmul_has_avx512bf16() ? "small_m_vnni" : "small_m_vnni (no AVX-512 BF16 here: small_m)";
         case MatmulPath::amx: return matmul_has_amx() ? "amx" : "amx (not granted here: dnnl)";
         case MatmulPath::dnnl: return v.bf16 == Bf16Products::f32 ? "dnnl (BF16 as FP32)" : "dnnl (BF16 native)";
         default: return "portable";
@@ -416,11 +422,10 @@ TEST(Matmul, GaussianWithinSummationBound) {
 // (portable), the 0.5B's K = 896 and the down projection's K = 4864.
 TEST(Matmul, DecodeRowsAreBitwiseTheirRowAlone) {
     Philox rng(12, 0);
-    const Variant decode_paths[] = {{MatmulPath::automatic, Bf16Products::automatic},
-                                    {MatmulPath::small_m, Bf16Products::native},
-                                    {MatmulPath::small_m, Bf16Products::f32},
-                                    {MatmulPath::amx, Bf16Products::native},
-                                    {MatmulPath::portable, Bf16Products::automatic}};
+    const Variant decode_paths[] = {
+        {MatmulPath::automatic, Bf16Products::automatic}, {MatmulPath::small_m, Bf16Products::native},
+        {MatmulPath::small_m, Bf16Products::f32},         {MatmulPath::small_m_vnni, Bf16Products::native},
+        {MatmulPath::amx, Bf16Products::native},          {MatmulPath::portable, Bf16Products::automatic}};
     for (WeightType type : {WeightType::bf16, WeightType::f32})
         for (auto [N, K] :
              {std::pair<int64_t, int64_t>{8, 40}, {96, 896}, {40, 4864}, {33, 1000}, {896, 8}, {8, 896}}) {
@@ -636,6 +641,8 @@ TEST(Matmul, AmxPathTakenExactlyWhereItCanRun) {
     }
     EXPECT_STREQ(matmul_path_name(M, frozen), amx ? "amx" : "dnnl");
     EXPECT_STREQ(matmul_path_name(M, W.view()), "dnnl");
+    // Without the tiles, the frozen base's decode reads the same VNNI pack with `vdpbf16ps`.
+    const bool vnni = !amx && matmul_has_avx512bf16() && bf16_products_native();
     {  // decode (M ≤ kSmallM): on tiles too, unless the weight is tiny (one row's work under kTinyWork)
         const int64_t K2 = 512;
         TestWeight W2 = integer_weight(WeightType::bf16, N, K2, 2, rng);
@@ -645,9 +652,19 @@ TEST(Matmul, AmxPathTakenExactlyWhereItCanRun) {
         ASSERT_LT(N * K, kTinyWork);
         ASSERT_GE(N * K2, kTinyWork);
         for (int64_t m = 1; m <= kSmallM; ++m) {
-            EXPECT_STREQ(matmul_path_name(m, frozen2), amx ? "amx" : matmul_path_name(m, N, K2)) << "M=" << m;
+            EXPECT_STREQ(matmul_path_name(m, frozen2), amx    ? "amx"
+                                                       : vnni ? "small_m_vnni_avx512"
+                                                              : matmul_path_name(m, N, K2))
+                << "M=" << m;
             EXPECT_STREQ(matmul_path_name(m, frozen), "portable") << "M=" << m;
         }
+        const int64_t m = 5;
+        std::vector<float> X2 = exact_inputs(WeightType::bf16, m * K2, rng), want2(m * N), got2(m * N);
+        linear_forward_reference(want2.data(), X2.data(), W2.view(), m);
+        linear_forward(got2.data(), X2.data(), frozen2, m);
+        ASSERT_TRUE(same_bits(got2, want2, N)) << "frozen decode on " << matmul_path_name(m, frozen2);
+        EXPECT_EQ(packed2.amx_copies().forward != nullptr, amx || vnni)
+            << "the frozen decode " << (amx || vnni ? "did not read" : "read") << " the VNNI pack";
     }
     {
         PathGuard guard({MatmulPath::automatic, Bf16Products::f32});
@@ -675,6 +692,39 @@ TEST(Matmul, AmxPathTakenExactlyWhereItCanRun) {
     EXPECT_EQ(made, amx) << "the frozen forward " << (amx ? "did not run" : "ran") << " on the AMX tiles";
     if (made) {
         EXPECT_GE(packed.bytes(), packed.amx_copies().forward->bytes());
+    }
+}
+
+// The VNNI pack's `vdpbf16ps` kernel: each output is one lane's sum over K
+// in order, so Gaussian data give the same bytes on 1 and 2 threads and at
+// any row count (up to and past kSmallM, partial column and row blocks).
+TEST(Matmul, VnniSameBytesAtAnyThreadCountAndRowCount) {
+    if (!matmul_has_avx512bf16()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU: the path cannot run here";
+    Philox rng(23, 0);
+    PathGuard guard({MatmulPath::small_m_vnni, Bf16Products::native});
+    for (auto [N, K] : {std::pair<int64_t, int64_t>{200, 301}, {896, 896}, {130, 4864}, {1000, 64}}) {
+        TestWeight W = gaussian_weight(WeightType::bf16, N, K, rng);
+        PrepackedWeight packed(W.view());
+        WeightView frozen = W.view();
+        frozen.prepacked = &packed;
+        const int64_t M = 43;
+        std::vector<float> X = gaussian(M * K, rng);
+        std::vector<float> y[2];
+        const int before = omp_get_max_threads();
+        for (int threads : {1, 2}) {
+            omp_set_num_threads(threads);
+            y[threads - 1].resize(M * N);
+            linear_forward(y[threads - 1].data(), X.data(), frozen, M);
+        }
+        omp_set_num_threads(before);
+        EXPECT_TRUE(same_bits(y[0], y[1], N)) << "N=" << N << " K=" << K;
+        for (auto [first, rows] : {std::pair<int64_t, int64_t>{0, 1}, {3, 9}, {11, 32}, {42, 1}}) {
+            std::vector<float> part(rows * N);
+            linear_forward(part.data(), X.data() + first * K, W.view(), rows);  // unfrozen: packed per call
+            EXPECT_TRUE(
+                same_bits(part, std::vector<float>(y[0].begin() + first * N, y[0].begin() + (first + rows) * N), N))
+                << "rows " << first << ".." << first + rows - 1 << " alone, N=" << N << " K=" << K;
+        }
     }
 }
 

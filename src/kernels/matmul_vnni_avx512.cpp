@@ -1,0 +1,148 @@
+// matmul_vnni_avx512.cpp — the frozen base's decode-sized products
+// (M ≤ kSmallM rows, forward) on a CPU with AVX-512 BF16 but no AMX tiles:
+// `vdpbf16ps` against the weight's VNNI pack (matmul_amx.h, the pack the AMX
+// path reads), one input pair broadcast to every lane.
+//
+// The row stream of matmul_avx512.cpp forms dot products along K, so each
+// of its multiply-adds needs an input load beside the weight's and ends in a
+// sum across lanes per output; at 8 and more rows it ran at 28 % of
+// `vdpbf16ps`'s rate (Zen 4, BENCHMARKS.md session 22). Here a 64-byte row
+// of the pack holds one reduction pair for 16 output columns, so one weight
+// load feeds MR rows, one broadcast input pair feeds U column blocks, and
+// each lane accumulates one output element from start to end: no sum across
+// lanes.
+//
+// Order of the sums: output element (m, n) is one lane's FP32 accumulator,
+// starting from zero and taking the reduction pairs in order; with
+// `accumulate` the finished sum is then added to the destination, as the
+// reference does. The order depends on K only — not on M, the blocking or
+// the thread count — so row invariance (matmul.h) holds and results are the
+// same bytes at any number of threads. `vdpbf16ps` treats BF16 denormal
+// inputs as zero (as the other BF16 paths; irrelevant for real activations).
+//
+// Compiled for -march=x86-64-v3: the vector functions carry a target
+// attribute and run only after the cpuid check (matmul_has_avx512bf16).
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/matmul_amx.h"
+#include "kernels/matmul_backend.h"
+#include "util/error.h"
+
+#define PPOLAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+namespace ppolab {
+namespace {
+
+constexpr int64_t kBlockCols = 16;       // output columns of a pack's column block (one zmm of FP32)
+constexpr int64_t kPairElems = 32;       // BF16 elements of one reduction pair of a column block (64 bytes)
+constexpr int64_t kBlockPairs = 16;      // reduction pairs per 1 KiB tile of the pack
+constexpr int kRowsPerBlock = 8;         // MR: input rows per register block
+constexpr int kColumnBlocksPerStep = 3;  // U: column blocks per register block (8·3 accumulators + 3 + 1 of 32 zmm)
+
+// Y[m, 16u + c] for m < MR, u < U, c < 16, columns below N: MR input rows
+// (X, one uint32 = one BF16 pair, row stride ldx pairs) against U column
+// blocks of the pack (the first at w, the next `stride` elements further),
+// `pairs` reduction pairs.
+template <int MR, int U>
+PPOLAB_AVX512 inline void register_block(float* Y, int64_t ldy, const uint32_t* X, int64_t ldx, const bf16* w,
+                                         int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
+    __m512 acc[MR][U];
+    for (int m = 0; m < MR; ++m)
+        for (int u = 0; u < U; ++u) acc[m][u] = _mm512_setzero_ps();
+    for (int64_t r = 0; r < pairs; ++r) {
+        __m512bh wv[U];
+        for (int u = 0; u < U; ++u) wv[u] = (__m512bh)_mm512_load_si512(w + u * stride + r * kPairElems);
+        for (int m = 0; m < MR; ++m) {
+            const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(X[m * ldx + r]));
+            for (int u = 0; u < U; ++u) acc[m][u] = _mm512_dpbf16_ps(acc[m][u], x, wv[u]);
+        }
+    }
+    for (int u = 0; u < U; ++u) {
+        const int64_t n = u * kBlockCols;
+        if (n >= N) break;
+        const int64_t cols = std::min(kBlockCols, N - n);
+        const __mmask16 mask = static_cast<__mmask16>(cols == 16 ? 0xffff : (1u << cols) - 1);
+        for (int m = 0; m < MR; ++m) {
+            float* y = Y + m * ldy + n;
+            __m512 v = acc[m][u];
+            if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), v);
+            _mm512_mask_storeu_ps(y, mask, v);
+        }
+    }
+}
+
+// U column blocks (their weights at w) against the M rows of X, in blocks of
+// up to MR rows: the group's weights come from DRAM for the first block and
+// from L1/L2 for the others.
+template <int U>
+PPOLAB_AVX512 void column_group(float* Y, int64_t ldy, const uint32_t* X, int64_t ldx, int64_t M, const bf16* w,
+                                int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
+    for (int64_t m0 = 0; m0 < M; m0 += kRowsPerBlock) {
+        float* y = Y + m0 * ldy;
+        const uint32_t* x = X + m0 * ldx;
+        switch (std::min<int64_t>(kRowsPerBlock, M - m0)) {
+            case 1: register_block<1, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            case 2: register_block<2, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            case 3: register_block<3, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            case 4: register_block<4, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            case 5: register_block<5, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            case 6: register_block<6, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            case 7: register_block<7, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            default: register_block<8, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+        }
+    }
+}
+
+// The M rows of X against column blocks [j0, j1), in groups of U blocks
+// (the last group narrower).
+PPOLAB_AVX512 void columns_range(float* Y, const uint32_t* X, int64_t ldx, int64_t M, const AmxPack& P, int64_t j0,
+                                 int64_t j1, int64_t pairs, bool accumulate) {
+    constexpr int U = kColumnBlocksPerStep;
+    const int64_t stride = P.kb * kBlockPairs * kPairElems;  // elements between column blocks
+    for (int64_t j = j0; j < j1; j += U) {
+        const bf16* w = P.tiles.get() + j * stride;
+        float* y = Y + j * kBlockCols;
+        const int64_t N = P.n - j * kBlockCols;  // columns from this group's first on
+        switch (std::min<int64_t>(U, j1 - j)) {
+            case 1: column_group<1>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate); break;
+            case 2: column_group<2>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate); break;
+            default: column_group<U>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate); break;
+        }
+    }
+}
+
+}  // namespace
+
+namespace matmul_detail {
+
+void small_m_vnni_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate) {
+    PPOLAB_ASSERT(W.type == WeightType::bf16 && matmul_has_avx512bf16());
+    const int64_t N = W.rows, K = W.cols;
+    if (M == 0 || N == 0) return;
+    const AmxPack& P = amx_pack_for(W, AmxOperand::forward);
+    // X rounded to BF16, each row padded with a zero to whole pairs.
+    const int64_t pairs = (K + 1) / 2, ldx = pairs;
+    thread_local std::vector<uint32_t> xb;
+    if (static_cast<int64_t>(xb.size()) < M * ldx) xb.resize(M * ldx);
+    for (int64_t m = 0; m < M; ++m) {
+        xb[m * ldx + pairs - 1] = 0;
+        convert_to_bf16(reinterpret_cast<bf16*>(xb.data() + m * ldx), X + m * K, K);
+    }
+    const int64_t nb = (N + kBlockCols - 1) / kBlockCols;  // column blocks holding outputs
+    const uint32_t* x = xb.data();
+    const bool parallel = M * N * K >= (int64_t(1) << 18) && nb > 1;
+#pragma omp parallel if (parallel)
+    {
+        const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t j0 = nb * t / T, j1 = nb * (t + 1) / T;
+        if (j1 > j0) columns_range(Y, x, ldx, M, P, j0, j1, pairs, accumulate);
+    }
+}
+
+}  // namespace matmul_detail
+}  // namespace ppolab
