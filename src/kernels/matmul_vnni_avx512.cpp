@@ -26,7 +26,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "kernels/matmul_amx.h"
