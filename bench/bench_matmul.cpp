@@ -199,10 +199,9 @@ void bench_frozen_path(benchmark::State& state, Proj p, int64_t M, bool backward
         benchmark::ClobberMemory();
     }
     set_counters(state, M, p.N, p.K,
-                 path == MatmulPath::amx            ? matmul_path_name(M, w.view())
-                 : path == MatmulPath::small_m_vnni ? "small_m_vnni frozen W"
-                 : path == MatmulPath::small_m      ? "small_m frozen W"
-                                                    : "dnnl frozen W");
+                 path == MatmulPath::amx || path == MatmulPath::small_m_vnni ? matmul_path_name(M, w.view())
+                 : path == MatmulPath::small_m                               ? "small_m frozen W"
+                                                                             : "dnnl frozen W");
     matmul_set_path(MatmulPath::automatic);
 }
 
@@ -288,8 +287,8 @@ int main(int argc, char** argv) {
     for (const Proj& p : kTinyProjections)
         for (int64_t M : {128, 672}) amx_pair(p, M, false);
     // decode/: a decode step's products (1, 8 and 32 rows, frozen weights
-    // read from DRAM) on the AMX tiles, the VNNI pack's `vdpbf16ps` kernel
-    // and the small-M stream.
+    // read from DRAM) on the AMX tiles, the VNNI pack's kernel (`vdpbf16ps`,
+    // or FMA where BF16 products run as FP32) and the small-M stream.
     std::vector<Proj> decode_shapes(std::begin(kProjections), std::end(kProjections));
     decode_shapes.insert(decode_shapes.end(), std::begin(kTinyProjections), std::end(kTinyProjections));
     for (const Proj& p : decode_shapes)

@@ -1,7 +1,8 @@
 // matmul.cpp — the public entry points of matmul.h: argument checks and the
 // choice of path (see matmul_backend.h). Products of a frozen BF16 weight go
 // to the AMX tiles where granted, at any M (elsewhere their decode-sized
-// forwards to `vdpbf16ps` on the same VNNI pack); other decode-sized
+// forwards to the same VNNI pack, read with `vdpbf16ps` or, where BF16
+// products run as FP32, with FMA); other decode-sized
 // products (M ≤ kSmallM) to the streaming AVX-512 kernels whatever their K
 // (so that a row's result does not depend on how many rows come with it),
 // everything else to oneDNN; a CPU without AVX-512 gets the streaming
@@ -42,7 +43,8 @@ MatmulPath choose(int64_t M, int64_t N, int64_t K, Product product, WeightType t
         // kernels' forward at any size: no thread, no conversion, no call
         // overhead to avoid, and 16 lanes instead of the portable loops.
         const bool tiny = N * K < kTinyWork && !(type == WeightType::f32 && product == Product::forward);
-        // Without the tiles, the frozen base's decode reads its VNNI pack.
+        // Without the tiles, the frozen base's decode reads its VNNI pack
+        // (`vdpbf16ps` or FMA: matmul_vnni_avx512.cpp).
         const bool vnni = frozen && product == Product::forward;
         if (M <= kSmallM)
             p = tiny    ? MatmulPath::portable
@@ -52,9 +54,8 @@ MatmulPath choose(int64_t M, int64_t N, int64_t K, Product product, WeightType t
         else if (M * N * K < kTinyWork) p = MatmulPath::portable;
         else p = tiles ? MatmulPath::amx : MatmulPath::dnnl;
     }
-    if (p == MatmulPath::small_m_vnni &&
-        (type != WeightType::bf16 || !matmul_has_avx512bf16() || !bf16_products_native()))
-        p = MatmulPath::small_m;
+    if (p == MatmulPath::small_m_vnni && type != WeightType::bf16) p = MatmulPath::small_m;
+    if (p == MatmulPath::small_m_vnni && simd::simd_cpu_level() != simd::SimdLevel::avx512) p = MatmulPath::portable;
     if (p == MatmulPath::small_m && simd::simd_cpu_level() != simd::SimdLevel::avx512) p = MatmulPath::portable;
     if (p == MatmulPath::amx && (type != WeightType::bf16 || product == Product::backward_weight || !matmul_has_amx()))
         p = MatmulPath::dnnl;
@@ -66,7 +67,8 @@ bool is_frozen(const WeightView& W) { return W.prepacked != nullptr && W.prepack
 const char* path_name(MatmulPath p) {
     switch (p) {
         case MatmulPath::small_m: return "small_m_avx512";
-        case MatmulPath::small_m_vnni: return "small_m_vnni_avx512";
+        case MatmulPath::small_m_vnni:
+            return small_m_vnni_uses_dpbf16() ? "small_m_vnni_avx512" : "small_m_vnni_fma_avx512";
         case MatmulPath::amx: return "amx";
         case MatmulPath::dnnl: return "dnnl";
         default: return "portable";

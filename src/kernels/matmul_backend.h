@@ -12,11 +12,14 @@
 //              adapters in decode). Needs AVX-512 F/BW/VL/DQ at run time,
 //              else the portable path runs.
 //   small_m_vnni — the forward of a frozen BF16 weight (the base) at
-//              M ≤ kSmallM where the tiles are not granted but AVX-512 BF16
-//              is and BF16 products are native (matmul_vnni_avx512.cpp):
-//              `vdpbf16ps` on the AMX path's VNNI pack (one weight load for
-//              up to 8 rows, each output one lane's sum). Forced elsewhere
-//              (another weight: packed per call) or unavailable: small_m.
+//              M ≤ kSmallM where the tiles are not granted
+//              (matmul_vnni_avx512.cpp): the AMX path's VNNI pack read with
+//              `vdpbf16ps` where BF16 products are native and AVX-512 BF16
+//              is there, else with FMA on the pack widened to FP32 in
+//              registers (the reference loops' sums exactly); one weight
+//              load for up to 8 rows, each output one lane's sum. Forced on
+//              another BF16 weight: packed per call; on an FP32 weight:
+//              small_m; without AVX-512: portable.
 //   amx      — a BF16 weight, BF16 products native and AMX-BF16 tiles
 //              granted (matmul_amx.cpp), at any M: the forward and the
 //              backward to the input on tiles (`tdpbf16ps`), the weight read
@@ -73,7 +76,8 @@ bool amx_allowed(std::string* why = nullptr);
 // again, so the two sides can alternate within one process.
 void matmul_set_amx_allowed(bool allowed);
 // Short name of the path a forward of M rows through W takes now:
-// "small_m_avx512", "small_m_vnni_avx512", "amx", "dnnl", "portable"
+// "small_m_avx512", "small_m_vnni_avx512", "small_m_vnni_fma_avx512", "amx",
+// "dnnl", "portable"
 // (benchmarks and tests print it).
 const char* matmul_path_name(int64_t M, const WeightView& W);
 // The same for a BF16 weight [N, K] that is not frozen.
@@ -168,10 +172,13 @@ private:
     std::unique_ptr<AmxCopies> amx_;
 };
 
+// Whether small_m_vnni multiplies with `vdpbf16ps` (else FMA), now.
+bool small_m_vnni_uses_dpbf16();
+
 // The paths, callable directly (same semantics as matmul.h).
 namespace matmul_detail {
 void small_m_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
-// needs matmul_has_avx512bf16(); reads W's VNNI pack (matmul_amx.h)
+// needs AVX-512 (simd_cpu_level); reads W's VNNI pack (matmul_amx.h)
 void small_m_vnni_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
 void amx_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);  // needs matmul_has_amx()
 void amx_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate);

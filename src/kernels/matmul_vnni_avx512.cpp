@@ -1,7 +1,15 @@
 // matmul_vnni_avx512.cpp — the frozen base's decode-sized products
-// (M ≤ kSmallM rows, forward) on a CPU with AVX-512 BF16 but no AMX tiles:
-// `vdpbf16ps` against the weight's VNNI pack (matmul_amx.h, the pack the AMX
-// path reads), one input pair broadcast to every lane.
+// (M ≤ kSmallM rows, forward) on a CPU with AVX-512 but no AMX tiles, read
+// from the weight's VNNI pack (matmul_amx.h, the pack the AMX path reads),
+// one input value or pair broadcast to every lane:
+//   * BF16 products native (matmul_backend.h): `vdpbf16ps`, one input pair
+//     against one reduction pair of 16 columns;
+//   * BF16 products as FP32 (a CPU whose `vdpbf16ps` is slow or absent, as
+//     the Emerald Rapids without AMX of session 13): the 64-byte row of the
+//     pack widened in registers to the two FP32 vectors of its pair (a shift
+//     and a mask), then two `vfmadd231ps` per input row. The products are
+//     exact and each lane sums them one by one in index order from zero: the
+//     reference loops' arithmetic exactly, bit for bit on any data.
 //
 // The row stream of matmul_avx512.cpp forms dot products along K, so each
 // of its multiply-adds needs an input load beside the weight's and ends in a
@@ -21,46 +29,43 @@
 // inputs as zero (as the other BF16 paths; irrelevant for real activations).
 //
 // Compiled for -march=x86-64-v3: the vector functions carry a target
-// attribute and run only after the cpuid check (matmul_has_avx512bf16).
+// attribute (PPOLAB_AVX512F: F/BW/VL/DQ; PPOLAB_AVX512: also BF16) and run
+// only after the matching cpuid check.
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_backend.h"
+#include "kernels/simd.h"
 #include "util/error.h"
 
+#define PPOLAB_AVX512F __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define PPOLAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
 namespace ppolab {
 namespace {
 
-constexpr int64_t kBlockCols = 16;       // output columns of a pack's column block (one zmm of FP32)
-constexpr int64_t kPairElems = 32;       // BF16 elements of one reduction pair of a column block (64 bytes)
-constexpr int64_t kBlockPairs = 16;      // reduction pairs per 1 KiB tile of the pack
-constexpr int kRowsPerBlock = 8;         // MR: input rows per register block
-constexpr int kColumnBlocksPerStep = 3;  // U: column blocks per register block (8·3 accumulators + 3 + 1 of 32 zmm)
+constexpr int64_t kBlockCols = 16;   // output columns of a pack's column block (one zmm of FP32)
+constexpr int64_t kPairElems = 32;   // BF16 elements of one reduction pair of a column block (64 bytes)
+constexpr int64_t kBlockPairs = 16;  // reduction pairs per 1 KiB tile of the pack
+constexpr int kRowsPerBlock = 8;     // MR: input rows per register block
+constexpr int kColumnBlocksPerStep =
+    3;  // U: column blocks per register block (8·3 accumulators + 3 or 6 + 1 of 32 zmm)
 
-// Y[m, 16u + c] for m < MR, u < U, c < 16, columns below N: MR input rows
-// (X, one uint32 = one BF16 pair, row stride ldx pairs) against U column
-// blocks of the pack (the first at w, the next `stride` elements further),
-// `pairs` reduction pairs.
+// How a register block multiplies: `vdpbf16ps` on BF16 pairs (X: one
+// uint32 = one BF16 pair per reduction pair), or `vfmadd231ps` on the
+// weights widened to FP32 (X: BF16-rounded values in FP32, two per pair).
+enum class Op { dpbf16, fma };
+template <Op op>
+using XElem = std::conditional_t<op == Op::dpbf16, uint32_t, float>;
+
+// Stores (or adds, with accumulate) the MR×U accumulators to Y's columns below N.
 template <int MR, int U>
-PPOLAB_AVX512 inline void register_block(float* Y, int64_t ldy, const uint32_t* X, int64_t ldx, const bf16* w,
-                                         int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
-    __m512 acc[MR][U];
-    for (int m = 0; m < MR; ++m)
-        for (int u = 0; u < U; ++u) acc[m][u] = _mm512_setzero_ps();
-    for (int64_t r = 0; r < pairs; ++r) {
-        __m512bh wv[U];
-        for (int u = 0; u < U; ++u) wv[u] = (__m512bh)_mm512_load_si512(w + u * stride + r * kPairElems);
-        for (int m = 0; m < MR; ++m) {
-            const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(X[m * ldx + r]));
-            for (int u = 0; u < U; ++u) acc[m][u] = _mm512_dpbf16_ps(acc[m][u], x, wv[u]);
-        }
-    }
+PPOLAB_AVX512F inline void store_block(float* Y, int64_t ldy, const __m512 (&acc)[MR][U], int64_t N, bool accumulate) {
     for (int u = 0; u < U; ++u) {
         const int64_t n = u * kBlockCols;
         if (n >= N) break;
@@ -75,32 +80,89 @@ PPOLAB_AVX512 inline void register_block(float* Y, int64_t ldy, const uint32_t* 
     }
 }
 
+// Y[m, 16u + c] for m < MR, u < U, c < 16, columns below N: MR input rows
+// (X, row stride ldx elements) against U column blocks of the pack (the
+// first at w, the next `stride` elements further), `pairs` reduction pairs.
+template <int MR, int U>
+PPOLAB_AVX512 void register_block_dpbf16(float* Y, int64_t ldy, const uint32_t* X, int64_t ldx, const bf16* w,
+                                         int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
+    __m512 acc[MR][U];
+    for (int m = 0; m < MR; ++m)
+        for (int u = 0; u < U; ++u) acc[m][u] = _mm512_setzero_ps();
+    for (int64_t r = 0; r < pairs; ++r) {
+        __m512bh wv[U];
+        for (int u = 0; u < U; ++u) wv[u] = (__m512bh)_mm512_load_si512(w + u * stride + r * kPairElems);
+        for (int m = 0; m < MR; ++m) {
+            const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(X[m * ldx + r]));
+            for (int u = 0; u < U; ++u) acc[m][u] = _mm512_dpbf16_ps(acc[m][u], x, wv[u]);
+        }
+    }
+    store_block<MR, U>(Y, ldy, acc, N, accumulate);
+}
+
+// The same block in FP32: lane c of a pack row holds (B[2r][c], B[2r+1][c]),
+// the first in its low half, so a shift left by 16 gives B[2r][c] in FP32
+// and a mask of the low half B[2r+1][c]; each accumulator takes 2r, then
+// 2r + 1. (The all-lanes maskz forms: gcc 12 warns -Wmaybe-uninitialized of
+// the unmasked shift's undefined-register temporary.)
+template <int MR, int U>
+PPOLAB_AVX512F void register_block_fma(float* Y, int64_t ldy, const float* X, int64_t ldx, const bf16* w,
+                                       int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
+    __m512 acc[MR][U];
+    for (int m = 0; m < MR; ++m)
+        for (int u = 0; u < U; ++u) acc[m][u] = _mm512_setzero_ps();
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    for (int64_t r = 0; r < pairs; ++r) {
+        __m512 even[U], odd[U];
+        for (int u = 0; u < U; ++u) {
+            const __m512i v = _mm512_load_si512(w + u * stride + r * kPairElems);
+            even[u] = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, v, 16));
+            odd[u] = _mm512_castsi512_ps(_mm512_and_si512(v, high));
+        }
+        for (int m = 0; m < MR; ++m) {
+            const __m512 x0 = _mm512_set1_ps(X[m * ldx + 2 * r]);
+            for (int u = 0; u < U; ++u) acc[m][u] = _mm512_fmadd_ps(x0, even[u], acc[m][u]);
+            const __m512 x1 = _mm512_set1_ps(X[m * ldx + 2 * r + 1]);
+            for (int u = 0; u < U; ++u) acc[m][u] = _mm512_fmadd_ps(x1, odd[u], acc[m][u]);
+        }
+    }
+    store_block<MR, U>(Y, ldy, acc, N, accumulate);
+}
+
+template <Op op, int MR, int U>
+PPOLAB_AVX512F inline void register_block(float* Y, int64_t ldy, const XElem<op>* X, int64_t ldx, const bf16* w,
+                                          int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
+    if constexpr (op == Op::dpbf16) register_block_dpbf16<MR, U>(Y, ldy, X, ldx, w, stride, pairs, N, accumulate);
+    else register_block_fma<MR, U>(Y, ldy, X, ldx, w, stride, pairs, N, accumulate);
+}
+
 // U column blocks (their weights at w) against the M rows of X, in blocks of
 // up to MR rows: the group's weights come from DRAM for the first block and
 // from L1/L2 for the others.
-template <int U>
-PPOLAB_AVX512 void column_group(float* Y, int64_t ldy, const uint32_t* X, int64_t ldx, int64_t M, const bf16* w,
-                                int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
+template <Op op, int U>
+PPOLAB_AVX512F void column_group(float* Y, int64_t ldy, const XElem<op>* X, int64_t ldx, int64_t M, const bf16* w,
+                                 int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
     for (int64_t m0 = 0; m0 < M; m0 += kRowsPerBlock) {
         float* y = Y + m0 * ldy;
-        const uint32_t* x = X + m0 * ldx;
+        const XElem<op>* x = X + m0 * ldx;
         switch (std::min<int64_t>(kRowsPerBlock, M - m0)) {
-            case 1: register_block<1, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
-            case 2: register_block<2, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
-            case 3: register_block<3, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
-            case 4: register_block<4, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
-            case 5: register_block<5, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
-            case 6: register_block<6, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
-            case 7: register_block<7, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
-            default: register_block<8, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            case 1: register_block<op, 1, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            case 2: register_block<op, 2, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            case 3: register_block<op, 3, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            case 4: register_block<op, 4, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            case 5: register_block<op, 5, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            case 6: register_block<op, 6, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            case 7: register_block<op, 7, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
+            default: register_block<op, 8, U>(y, ldy, x, ldx, w, stride, pairs, N, accumulate); break;
         }
     }
 }
 
 // The M rows of X against column blocks [j0, j1), in groups of U blocks
 // (the last group narrower).
-PPOLAB_AVX512 void columns_range(float* Y, const uint32_t* X, int64_t ldx, int64_t M, const AmxPack& P, int64_t j0,
-                                 int64_t j1, int64_t pairs, bool accumulate) {
+template <Op op>
+PPOLAB_AVX512F void columns_range(float* Y, const XElem<op>* X, int64_t ldx, int64_t M, const AmxPack& P, int64_t j0,
+                                  int64_t j1, int64_t pairs, bool accumulate) {
     constexpr int U = kColumnBlocksPerStep;
     const int64_t stride = P.kb * kBlockPairs * kPairElems;  // elements between column blocks
     for (int64_t j = j0; j < j1; j += U) {
@@ -108,38 +170,59 @@ PPOLAB_AVX512 void columns_range(float* Y, const uint32_t* X, int64_t ldx, int64
         float* y = Y + j * kBlockCols;
         const int64_t N = P.n - j * kBlockCols;  // columns from this group's first on
         switch (std::min<int64_t>(U, j1 - j)) {
-            case 1: column_group<1>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate); break;
-            case 2: column_group<2>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate); break;
-            default: column_group<U>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate); break;
+            case 1: column_group<op, 1>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate); break;
+            case 2: column_group<op, 2>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate); break;
+            default: column_group<op, U>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate); break;
         }
+    }
+}
+
+// The product on the pack P, X prepared for op (ldx elements per row), over
+// the column blocks that hold outputs, split between the threads.
+template <Op op>
+void product(float* Y, const XElem<op>* X, int64_t ldx, int64_t M, int64_t K, const AmxPack& P, bool accumulate) {
+    const int64_t pairs = (K + 1) / 2;
+    const int64_t nb = (P.n + kBlockCols - 1) / kBlockCols;  // column blocks holding outputs
+    const bool parallel = M * P.n * K >= (int64_t(1) << 18) && nb > 1;
+#pragma omp parallel if (parallel)
+    {
+        const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t j0 = nb * t / T, j1 = nb * (t + 1) / T;
+        if (j1 > j0) columns_range<op>(Y, X, ldx, M, P, j0, j1, pairs, accumulate);
     }
 }
 
 }  // namespace
 
+bool small_m_vnni_uses_dpbf16() { return matmul_has_avx512bf16() && bf16_products_native(); }
+
 namespace matmul_detail {
 
 void small_m_vnni_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate) {
-    PPOLAB_ASSERT(W.type == WeightType::bf16 && matmul_has_avx512bf16());
+    PPOLAB_ASSERT(W.type == WeightType::bf16 && simd::simd_cpu_level() == simd::SimdLevel::avx512);
     const int64_t N = W.rows, K = W.cols;
     if (M == 0 || N == 0) return;
     const AmxPack& P = amx_pack_for(W, AmxOperand::forward);
-    // X rounded to BF16, each row padded with a zero to whole pairs.
-    const int64_t pairs = (K + 1) / 2, ldx = pairs;
-    thread_local std::vector<uint32_t> xb;
-    if (static_cast<int64_t>(xb.size()) < M * ldx) xb.resize(M * ldx);
-    for (int64_t m = 0; m < M; ++m) {
-        xb[m * ldx + pairs - 1] = 0;
-        convert_to_bf16(reinterpret_cast<bf16*>(xb.data() + m * ldx), X + m * K, K);
-    }
-    const int64_t nb = (N + kBlockCols - 1) / kBlockCols;  // column blocks holding outputs
-    const uint32_t* x = xb.data();
-    const bool parallel = M * N * K >= (int64_t(1) << 18) && nb > 1;
-#pragma omp parallel if (parallel)
-    {
-        const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
-        const int64_t j0 = nb * t / T, j1 = nb * (t + 1) / T;
-        if (j1 > j0) columns_range(Y, x, ldx, M, P, j0, j1, pairs, accumulate);
+    // X rounded to BF16, each row padded with a zero to whole pairs (the
+    // pack's padding is zero too).
+    const int64_t pairs = (K + 1) / 2;
+    if (small_m_vnni_uses_dpbf16()) {
+        thread_local std::vector<uint32_t> xb;  // one BF16 pair per element
+        if (static_cast<int64_t>(xb.size()) < M * pairs) xb.resize(M * pairs);
+        for (int64_t m = 0; m < M; ++m) {
+            xb[m * pairs + pairs - 1] = 0;
+            convert_to_bf16(reinterpret_cast<bf16*>(xb.data() + m * pairs), X + m * K, K);
+        }
+        product<Op::dpbf16>(Y, xb.data(), pairs, M, K, P, accumulate);
+    } else {
+        thread_local std::vector<float> xr;  // BF16 values in FP32
+        const int64_t ldx = 2 * pairs;
+        if (static_cast<int64_t>(xr.size()) < M * ldx) xr.resize(M * ldx);
+        for (int64_t m = 0; m < M; ++m) {
+            xr[m * ldx + ldx - 1] = 0.f;
+            round_to_bf16_values(xr.data() + m * ldx, X + m * K, K);
+        }
+        product<Op::fma>(Y, xr.data(), ldx, M, K, P, accumulate);
     }
 }
 

@@ -48,14 +48,12 @@ struct Variant {
     Bf16Products bf16;
 };
 
-const Variant kPaths[] = {{MatmulPath::automatic, Bf16Products::automatic},
-                          {MatmulPath::small_m, Bf16Products::native},
-                          {MatmulPath::small_m, Bf16Products::f32},
-                          {MatmulPath::small_m_vnni, Bf16Products::native},
-                          {MatmulPath::amx, Bf16Products::native},
-                          {MatmulPath::dnnl, Bf16Products::native},
-                          {MatmulPath::dnnl, Bf16Products::f32},
-                          {MatmulPath::portable, Bf16Products::automatic}};
+const Variant kPaths[] = {
+    {MatmulPath::automatic, Bf16Products::automatic}, {MatmulPath::small_m, Bf16Products::native},
+    {MatmulPath::small_m, Bf16Products::f32},         {MatmulPath::small_m_vnni, Bf16Products::native},
+    {MatmulPath::small_m_vnni, Bf16Products::f32},    {MatmulPath::amx, Bf16Products::native},
+    {MatmulPath::dnnl, Bf16Products::native},         {MatmulPath::dnnl, Bf16Products::f32},
+    {MatmulPath::portable, Bf16Products::automatic}};
 
 const char* path_label(const Variant& v) {
     switch (v.path) {
@@ -63,7 +61,10 @@ const char* path_label(const Variant& v) {
         case MatmulPath::small_m:
             return v.bf16 == Bf16Products::f32 ? "small_m (BF16 as FP32)" : "small_m (BF16 native)";
         case MatmulPath::small_m_vnni:
-            return matmul_has_avx512bf16() ? "small_m_vnni" : "small_m_vnni (no AVX-512 BF16 here: small_m)";
+            return simd::simd_cpu_level() != simd::SimdLevel::avx512 ? "small_m_vnni (no AVX-512 here: portable)"
+                   : v.bf16 == Bf16Products::f32                     ? "small_m_vnni (FMA)"
+                   : matmul_has_avx512bf16()                         ? "small_m_vnni (vdpbf16ps)"
+                                                                     : "small_m_vnni (no AVX-512 BF16 here: FMA)";
         case MatmulPath::amx: return matmul_has_amx() ? "amx" : "amx (not granted here: dnnl)";
         case MatmulPath::dnnl: return v.bf16 == Bf16Products::f32 ? "dnnl (BF16 as FP32)" : "dnnl (BF16 native)";
         default: return "portable";
@@ -425,7 +426,8 @@ TEST(Matmul, DecodeRowsAreBitwiseTheirRowAlone) {
     const Variant decode_paths[] = {
         {MatmulPath::automatic, Bf16Products::automatic}, {MatmulPath::small_m, Bf16Products::native},
         {MatmulPath::small_m, Bf16Products::f32},         {MatmulPath::small_m_vnni, Bf16Products::native},
-        {MatmulPath::amx, Bf16Products::native},          {MatmulPath::portable, Bf16Products::automatic}};
+        {MatmulPath::small_m_vnni, Bf16Products::f32},    {MatmulPath::amx, Bf16Products::native},
+        {MatmulPath::portable, Bf16Products::automatic}};
     for (WeightType type : {WeightType::bf16, WeightType::f32})
         for (auto [N, K] :
              {std::pair<int64_t, int64_t>{8, 40}, {96, 896}, {40, 4864}, {33, 1000}, {896, 8}, {8, 896}}) {
@@ -641,8 +643,11 @@ TEST(Matmul, AmxPathTakenExactlyWhereItCanRun) {
     }
     EXPECT_STREQ(matmul_path_name(M, frozen), amx ? "amx" : "dnnl");
     EXPECT_STREQ(matmul_path_name(M, W.view()), "dnnl");
-    // Without the tiles, the frozen base's decode reads the same VNNI pack with `vdpbf16ps`.
-    const bool vnni = !amx && matmul_has_avx512bf16() && bf16_products_native();
+    // Without the tiles, the frozen base's decode reads the same VNNI pack
+    // (`vdpbf16ps` where BF16 products are native, else FMA).
+    const bool vnni = !amx && simd::simd_cpu_level() == simd::SimdLevel::avx512;
+    const char* vnni_name = small_m_vnni_uses_dpbf16() ? "small_m_vnni_avx512" : "small_m_vnni_fma_avx512";
+    EXPECT_EQ(small_m_vnni_uses_dpbf16(), matmul_has_avx512bf16() && bf16_products_native());
     {  // decode (M ≤ kSmallM): on tiles too, unless the weight is tiny (one row's work under kTinyWork)
         const int64_t K2 = 512;
         TestWeight W2 = integer_weight(WeightType::bf16, N, K2, 2, rng);
@@ -653,7 +658,7 @@ TEST(Matmul, AmxPathTakenExactlyWhereItCanRun) {
         ASSERT_GE(N * K2, kTinyWork);
         for (int64_t m = 1; m <= kSmallM; ++m) {
             EXPECT_STREQ(matmul_path_name(m, frozen2), amx    ? "amx"
-                                                       : vnni ? "small_m_vnni_avx512"
+                                                       : vnni ? vnni_name
                                                               : matmul_path_name(m, N, K2))
                 << "M=" << m;
             EXPECT_STREQ(matmul_path_name(m, frozen), "portable") << "M=" << m;
@@ -695,36 +700,69 @@ TEST(Matmul, AmxPathTakenExactlyWhereItCanRun) {
     }
 }
 
-// The VNNI pack's `vdpbf16ps` kernel: each output is one lane's sum over K
-// in order, so Gaussian data give the same bytes on 1 and 2 threads and at
-// any row count (up to and past kSmallM, partial column and row blocks).
+// The VNNI pack's kernels (`vdpbf16ps` where AVX-512 BF16 is there, and
+// FMA): each output is one lane's sum over K in order, so Gaussian data give
+// the same bytes on 1 and 2 threads and at any row count (up to and past
+// kSmallM, partial column and row blocks).
 TEST(Matmul, VnniSameBytesAtAnyThreadCountAndRowCount) {
-    if (!matmul_has_avx512bf16()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU: the path cannot run here";
+    if (simd::simd_cpu_level() != simd::SimdLevel::avx512)
+        GTEST_SKIP() << "no AVX-512 on this CPU: the path cannot run here";
     Philox rng(23, 0);
-    PathGuard guard({MatmulPath::small_m_vnni, Bf16Products::native});
-    for (auto [N, K] : {std::pair<int64_t, int64_t>{200, 301}, {896, 896}, {130, 4864}, {1000, 64}}) {
+    for (Bf16Products mode : {Bf16Products::native, Bf16Products::f32})
+        for (auto [N, K] : {std::pair<int64_t, int64_t>{200, 301}, {896, 896}, {130, 4864}, {1000, 64}}) {
+            PathGuard guard({MatmulPath::small_m_vnni, mode});
+            SCOPED_TRACE(small_m_vnni_uses_dpbf16() ? "vdpbf16ps" : "FMA");
+            TestWeight W = gaussian_weight(WeightType::bf16, N, K, rng);
+            PrepackedWeight packed(W.view());
+            WeightView frozen = W.view();
+            frozen.prepacked = &packed;
+            const int64_t M = 43;
+            std::vector<float> X = gaussian(M * K, rng);
+            std::vector<float> y[2];
+            const int before = omp_get_max_threads();
+            for (int threads : {1, 2}) {
+                omp_set_num_threads(threads);
+                y[threads - 1].resize(M * N);
+                linear_forward(y[threads - 1].data(), X.data(), frozen, M);
+            }
+            omp_set_num_threads(before);
+            EXPECT_TRUE(same_bits(y[0], y[1], N)) << "N=" << N << " K=" << K;
+            for (auto [first, rows] : {std::pair<int64_t, int64_t>{0, 1}, {3, 9}, {11, 32}, {42, 1}}) {
+                std::vector<float> part(rows * N);
+                linear_forward(part.data(), X.data() + first * K, W.view(), rows);  // unfrozen: packed per call
+                EXPECT_TRUE(
+                    same_bits(part, std::vector<float>(y[0].begin() + first * N, y[0].begin() + (first + rows) * N), N))
+                    << "rows " << first << ".." << first + rows - 1 << " alone, N=" << N << " K=" << K;
+            }
+        }
+}
+
+// The VNNI pack read with FMA (BF16 products as FP32) does the reference
+// loops' arithmetic exactly: exact products summed one by one in index order
+// from zero, then added to the destination with accumulate. Gaussian data, so
+// any other order or a lost product shows; odd K (the pack's padding pair),
+// partial column blocks, every row count of a register block and past it.
+TEST(Matmul, VnniFmaIsTheReferenceBitForBit) {
+    if (simd::simd_cpu_level() != simd::SimdLevel::avx512)
+        GTEST_SKIP() << "no AVX-512 on this CPU: the path cannot run here";
+    Philox rng(24, 0);
+    PathGuard guard({MatmulPath::small_m_vnni, Bf16Products::f32});
+    ASSERT_FALSE(small_m_vnni_uses_dpbf16());
+    for (auto [N, K] : {std::pair<int64_t, int64_t>{1, 1}, {17, 3}, {200, 301}, {896, 896}, {130, 4864}, {49, 64}}) {
         TestWeight W = gaussian_weight(WeightType::bf16, N, K, rng);
         PrepackedWeight packed(W.view());
         WeightView frozen = W.view();
         frozen.prepacked = &packed;
-        const int64_t M = 43;
-        std::vector<float> X = gaussian(M * K, rng);
-        std::vector<float> y[2];
-        const int before = omp_get_max_threads();
-        for (int threads : {1, 2}) {
-            omp_set_num_threads(threads);
-            y[threads - 1].resize(M * N);
-            linear_forward(y[threads - 1].data(), X.data(), frozen, M);
-        }
-        omp_set_num_threads(before);
-        EXPECT_TRUE(same_bits(y[0], y[1], N)) << "N=" << N << " K=" << K;
-        for (auto [first, rows] : {std::pair<int64_t, int64_t>{0, 1}, {3, 9}, {11, 32}, {42, 1}}) {
-            std::vector<float> part(rows * N);
-            linear_forward(part.data(), X.data() + first * K, W.view(), rows);  // unfrozen: packed per call
-            EXPECT_TRUE(
-                same_bits(part, std::vector<float>(y[0].begin() + first * N, y[0].begin() + (first + rows) * N), N))
-                << "rows " << first << ".." << first + rows - 1 << " alone, N=" << N << " K=" << K;
-        }
+        EXPECT_STREQ(matmul_path_name(1, frozen), "small_m_vnni_fma_avx512");
+        for (int64_t M : {1, 3, 8, 11, 32})
+            for (bool acc : {false, true}) {
+                const std::vector<float> X = gaussian(M * K, rng), Y0 = gaussian(M * N, rng);
+                std::vector<float> want = Y0, got = Y0;
+                linear_forward_reference(want.data(), X.data(), W.view(), M, acc);
+                linear_forward(got.data(), X.data(), frozen, M, acc);
+                EXPECT_TRUE(same_bits(got, want, N))
+                    << "M=" << M << " N=" << N << " K=" << K << (acc ? " accumulate" : "");
+            }
     }
 }
 
