@@ -86,9 +86,7 @@ PPOLAB_AVX512F inline void store_block(float* Y, int64_t ldy, const __m512 (&acc
 template <int MR, int U>
 PPOLAB_AVX512 void register_block_dpbf16(float* Y, int64_t ldy, const uint32_t* X, int64_t ldx, const bf16* w,
                                          int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
-    __m512 acc[MR][U];
-    for (int m = 0; m < MR; ++m)
-        for (int u = 0; u < U; ++u) acc[m][u] = _mm512_setzero_ps();
+    __m512 acc[MR][U] = {};  // zeros
     for (int64_t r = 0; r < pairs; ++r) {
         __m512bh wv[U];
         for (int u = 0; u < U; ++u) wv[u] = (__m512bh)_mm512_load_si512(w + u * stride + r * kPairElems);
@@ -102,15 +100,13 @@ PPOLAB_AVX512 void register_block_dpbf16(float* Y, int64_t ldy, const uint32_t* 
 
 // The same block in FP32: lane c of a pack row holds (B[2r][c], B[2r+1][c]),
 // the first in its low half, so a shift left by 16 gives B[2r][c] in FP32
-// and a mask of the low half B[2r+1][c]; each accumulator takes 2r, then
+// and clearing the low half leaves B[2r+1][c]; each accumulator takes 2r, then
 // 2r + 1. (The all-lanes maskz forms: gcc 12 warns -Wmaybe-uninitialized of
 // the unmasked shift's undefined-register temporary.)
 template <int MR, int U>
 PPOLAB_AVX512F void register_block_fma(float* Y, int64_t ldy, const float* X, int64_t ldx, const bf16* w,
                                        int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
-    __m512 acc[MR][U];
-    for (int m = 0; m < MR; ++m)
-        for (int u = 0; u < U; ++u) acc[m][u] = _mm512_setzero_ps();
+    __m512 acc[MR][U] = {};  // zeros
     const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
     for (int64_t r = 0; r < pairs; ++r) {
         __m512 even[U], odd[U];
