@@ -286,6 +286,20 @@ int main(int argc, char** argv) {
                 if (std::string(p.name) != "lm_head" || M == 64) amx_pair(p, M, backward);
     for (const Proj& p : kTinyProjections)
         for (int64_t M : {128, 672}) amx_pair(p, M, false);
+    // vnni/: the VNNI pack's kernel against oneDNN on frozen weights at
+    // training's row counts, forward and backward to the input.
+    for (const Proj& p : kProjections)
+        for (int64_t M : {128, 512})
+            for (bool backward : {false, true})
+                if (std::string(p.name) != "lm_head" || M == 128)
+                    for (auto [path, name] :
+                         {std::pair{MatmulPath::small_m_vnni, "/vnni"}, std::pair{MatmulPath::dnnl, "/dnnl"}})
+                        benchmark::RegisterBenchmark((std::string("vnni/") + p.name + "/M" + std::to_string(M) +
+                                                      (backward ? "/bwd_input" : "/fwd") + name)
+                                                         .c_str(),
+                                                     bench_frozen_path, p, M, backward, path)
+                            ->Unit(benchmark::kMillisecond)
+                            ->UseRealTime();
     // decode/: a decode step's products (1, 8 and 32 rows, frozen weights
     // read from DRAM) on the AMX tiles, the VNNI pack's kernel (`vdpbf16ps`,
     // or FMA where BF16 products run as FP32) and the small-M stream.

@@ -118,7 +118,8 @@ def median(v):
 
 
 BF16_UNITS = ("bf16 amx tdpbf16ps", "bf16 vdpbf16ps", "fp32 fma")  # each can compute a BF16 product exactly
-PEERS = ("debian", "pypi", "llama")
+PEERS = ("debian", "pypi", "ipex", "llama")
+TORCHES = ("debian", "pypi", "ipex")  # "the better PyTorch": the fastest of these in the round
 
 
 def rounds(path):
@@ -187,7 +188,7 @@ def rounds(path):
             cells.append(fmt([ours[k] / t[k] for k in ours if k in t]))
         better = []
         for k in ours:
-            torch_vals = [tok[(w, p)][k] for p in ("debian", "pypi") if k in tok.get((w, p), {})]
+            torch_vals = [tok[(w, p)][k] for p in TORCHES if k in tok.get((w, p), {})]
             if torch_vals:
                 better.append(ours[k] / max(torch_vals))
         cells.append(fmt(better))

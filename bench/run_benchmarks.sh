@@ -18,6 +18,12 @@
 # Peers (each where present; --install-peers installs the PyPI ones):
 #   debian — Debian's python3-torch (1.13) at its best setting (below);
 #   pypi   — the newest PyPI torch, in DIR/pypi-torch (a venv);
+#   ipex   — Intel Extension for PyTorch (PyPI intel-extension-for-pytorch,
+#            its newest release and the torch it is built for), in
+#            DIR/ipex-venv: torch_model.py --ipex, the frozen linears and LM
+#            head handed to ipex.optimize (prepacked oneDNN BF16, AMX tiles
+#            where the CPU shows them); it counts as a PyTorch for "the better
+#            PyTorch";
 #   llama  — llama.cpp through PyPI llama-cpp-python (built from source here),
 #            in DIR/llama-venv, on a BF16 GGUF of the same shape made by
 #            llama.cpp's convert_hf_to_gguf.py from `ppolab init-random`'s folder.
@@ -95,12 +101,23 @@ echo "== ppolab $(git -C "$ROOT" rev-parse --short HEAD); $(grep -m1 'model name
 
 # The PyPI peers, installed on request (tests and CI never need them).
 PYPI_PY=$BUILD/pypi-torch/bin/python
+IPEX_PY=$BUILD/ipex-venv/bin/python
 LLAMA_PY=$BUILD/llama-venv/bin/python
 GGUF=$BUILD/bench-model/qwen2.5-0.5b-random-bf16.gguf
 if [[ $INSTALL == 1 ]]; then
   if ! "$PYPI_PY" -c 'import torch' 2>/dev/null; then
     echo "== installing the newest PyPI torch into $BUILD/pypi-torch (several GB with its CUDA libraries)"
     python3 -m venv "$BUILD/pypi-torch" && "$BUILD/pypi-torch/bin/pip" install -q --disable-pip-version-check torch numpy
+  fi
+  if ! "$IPEX_PY" -c 'import intel_extension_for_pytorch' 2>/dev/null; then
+    # IPEX pins the torch release it was built for: ask pip for that pair.
+    python3 -m venv "$BUILD/ipex-venv"
+    V=$("$BUILD/ipex-venv/bin/pip" index versions intel-extension-for-pytorch 2>/dev/null |
+      sed -n 's/^intel-extension-for-pytorch (\(.*\))$/\1/p')
+    echo "== installing Intel Extension for PyTorch ${V:-?} and its torch into $BUILD/ipex-venv"
+    "$BUILD/ipex-venv/bin/pip" install -q --disable-pip-version-check \
+      "intel-extension-for-pytorch==$V" "torch==${V%%+*}.*" numpy psutil ||
+      echo "== Intel Extension for PyTorch did not install: its column stays empty"
   fi
   # llama.cpp's converter needs a new torch (float8 types), transformers and sentencepiece: that venv has the first.
   "$PYPI_PY" -c 'import transformers, sentencepiece' 2>/dev/null ||
@@ -134,6 +151,11 @@ if "$PYPI_PY" -c 'import torch' 2>/dev/null; then
   PEERS+=(pypi); PEER_NOTE+="; pypi: PyTorch $("$PYPI_PY" -c 'import torch; print(torch.__version__)')"
 else
   PEER_NOTE+="; pypi: not installed (--install-peers)"
+fi
+if "$IPEX_PY" -c 'import intel_extension_for_pytorch' 2>/dev/null; then
+  PEERS+=(ipex); PEER_NOTE+="; ipex: $("$IPEX_PY" -c 'import intel_extension_for_pytorch as i, torch; print("IPEX", i.__version__, "on PyTorch", torch.__version__)' 2>/dev/null)"
+else
+  PEER_NOTE+="; ipex: not installed (--install-peers)"
 fi
 if "$LLAMA_PY" -c 'import llama_cpp' 2>/dev/null && [[ -f $GGUF ]]; then
   PEERS+=(llama); PEER_NOTE+="; llama: llama-cpp-python $("$LLAMA_PY" -c 'import llama_cpp; print(llama_cpp.__version__)') on $(basename "$GGUF")"
@@ -175,6 +197,11 @@ for part in "${PARTS[@]}"; do
           pypi) for w in forward decode lora4; do
               env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS="$THREADS" "$PYPI_PY" \
                 "$ROOT/bench/torch_model.py" --workload $w --reps "$MODEL_REPS" --threads "$THREADS" | tag "$r" pypi
+            done ;;
+          ipex) for w in forward decode lora4; do
+              env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS="$THREADS" "$IPEX_PY" \
+                "$ROOT/bench/torch_model.py" --workload $w --reps "$MODEL_REPS" --threads "$THREADS" --ipex \
+                2>>"$OUT/ipex.stderr" | tag "$r" ipex
             done ;;
           llama) for w in forward decode; do
               OMP_NUM_THREADS=$THREADS "$LLAMA_PY" "$ROOT/bench/llama_model.py" --gguf "$GGUF" --workload $w \

@@ -4,7 +4,13 @@ computes (RMSNorm in FP32, RoPE θ 1e6, grouped-query attention, SwiGLU,
 tied LM head), BF16 base weights frozen, LoRA (r 8, α 16, all seven
 projections) in FP32 whose sum returns to BF16.
 
-  python3 bench/torch_model.py --workload forward|decode|lora1|lora4 [--reps N]
+  python3 bench/torch_model.py --workload forward|decode|lora1|lora4 [--reps N] [--ipex]
+
+--ipex (Intel Extension for PyTorch, its own venv: bench/run_benchmarks.sh
+--install-peers makes build/ipex-venv) hands the frozen projections and the
+LM head to ipex.optimize as nn.Linear modules, the way a PyTorch user would
+get its prepacked oneDNN BF16 linears (AMX tiles where the CPU shows them);
+the rest of the model is the same code.
 
 Prints one JSON line: {"name", "tok_s", "ms", "reps", "peak_rss_mib"}.
 Run per SPEC §11 (bench/run_benchmarks.sh does): OPENBLAS_CORETYPE and
@@ -40,8 +46,10 @@ class Linear:
             self.A = torch.empty(8, in_f).uniform_(-bound, bound).requires_grad_()
             self.B = torch.zeros(out_f, 8).requires_grad_()
 
+        self.mod = None  # the ipex.optimize'd nn.Linear, when --ipex
+
     def __call__(self, x):
-        y = F.linear(x, self.w, self.b)
+        y = self.mod(x) if self.mod is not None else F.linear(x, self.w, self.b)
         if self.A is not None:
             y = (y.float() + 2.0 * F.linear(F.linear(x.float(), self.A), self.B)).to(BF)
         return y
@@ -74,6 +82,7 @@ class Model:
                 "gate": Linear(I, H, False, lora), "up": Linear(I, H, False, lora),
                 "down": Linear(H, I, False, lora)})
         self.norm = torch.ones(H, dtype=BF)
+        self.head = None  # the ipex.optimize'd LM head, when --ipex
 
     def lora_params(self):
         return [p for l in self.layers for k in ("q", "k", "v", "o", "gate", "up", "down")
@@ -110,7 +119,29 @@ class Model:
         return rmsnorm(x, self.norm)
 
     def logits(self, h):
-        return F.linear(h, self.embed)
+        return self.head(h) if self.head is not None else F.linear(h, self.embed)
+
+    def use_ipex(self):
+        """The frozen BF16 linears (7 per layer and the tied LM head) as
+        ipex.optimize'd modules: oneDNN with weights prepacked once."""
+        import intel_extension_for_pytorch as ipex
+
+        linears = [l[k] for l in self.layers for k in ("q", "k", "v", "o", "gate", "up", "down")]
+        mods = []
+        for lin in linears:
+            m = torch.nn.Linear(lin.w.shape[1], lin.w.shape[0], bias=lin.b is not None, dtype=BF)
+            m.weight = torch.nn.Parameter(lin.w, requires_grad=False)
+            if lin.b is not None:
+                m.bias = torch.nn.Parameter(lin.b, requires_grad=False)
+            mods.append(m)
+        head = torch.nn.Linear(H, V, bias=False, dtype=BF)
+        head.weight = torch.nn.Parameter(self.embed, requires_grad=False)
+        mods.append(head)
+        opt = ipex.optimize(torch.nn.ModuleList(mods).eval(), dtype=BF, inplace=True)
+        for lin, m in zip(linears, opt):
+            lin.mod = m
+        self.head = opt[len(linears)]
+        return ipex.__version__
 
 
 def median(v):
@@ -132,12 +163,21 @@ def main():
     ap.add_argument("--workload", default="forward", choices=["forward", "decode", "lora1", "lora4"])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ipex", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
+
+    def make(lora):
+        m = Model(lora)
+        if args.ipex:
+            extra["ipex"] = m.use_ipex()
+        return m
+
+    extra = {}
     if args.workload == "forward":
-        m = Model(lora=False)
+        m = make(lora=False)
         ids = torch.randint(0, V, (1, 128), generator=g)
         secs, cpus = [], []
         with torch.no_grad():
@@ -147,9 +187,9 @@ def main():
                 if r:
                     secs.append(time.perf_counter() - t0)
                     cpus.append(time.process_time() - c0)
-        emit("forward 1x128 full logits", 128, secs, cpus)
+        emit("forward 1x128 full logits", 128, secs, cpus, **extra)
     elif args.workload == "decode":
-        m = Model(lora=False)
+        m = make(lora=False)
         prompt = torch.randint(0, V, (1, 64), generator=g)
         fed = torch.randint(0, V, (64, 1, 1), generator=g)
         secs, cpus, prefill = [], [], []
@@ -166,10 +206,10 @@ def main():
                     prefill.append(t1 - t0)
                     secs.append(t2 - t1)
                     cpus.append(time.process_time() - c1)
-        emit("decode 64 after 64", 64, secs, cpus, prefill_ms=median(prefill) * 1e3)
+        emit("decode 64 after 64", 64, secs, cpus, prefill_ms=median(prefill) * 1e3, **extra)
     else:
         B = 1 if args.workload == "lora1" else 4
-        m = Model(lora=True)
+        m = make(lora=True)
         ids = torch.randint(0, V, (B, 128), generator=g)
         targets = torch.randint(0, V, (B * 128,), generator=g)
         params = m.lora_params()
@@ -184,7 +224,7 @@ def main():
             if r:
                 secs.append(time.perf_counter() - t0)
                 cpus.append(time.process_time() - c0)
-        emit(f"lora fwd+bwd CE {B}x128", B * 128, secs, cpus, loss=round(loss.item(), 4))
+        emit(f"lora fwd+bwd CE {B}x128", B * 128, secs, cpus, loss=round(loss.item(), 4), **extra)
 
 
 if __name__ == "__main__":

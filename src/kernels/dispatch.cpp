@@ -42,7 +42,7 @@ DispatchReport dispatch_report() {
                                                                           : "small_m_avx512 (FP32 FMA)";
     std::string no_amx;
     const bool amx = amx_frozen_products(&no_amx);
-    r.frozen_products = amx ? "amx" : !r.avx512 ? "dnnl" : vdpbf16 ? "dnnl+vnni" : "dnnl+vnni_fma";
+    r.frozen_products = amx ? "amx" : !r.avx512 ? "dnnl" : vdpbf16 ? "dnnl+vnni" : "vnni_fma";
     r.frozen_why = amx ? "" : no_amx;
     const dnnl_version_t* v = dnnl_version();
     char buf[64];
@@ -73,9 +73,11 @@ std::string dispatch_text(const DispatchReport& r) {
                   r.frozen_products == "amx" ? "amx (tdpbf16ps; every BF16 product of the frozen base, decode included)"
                   : r.frozen_products == "dnnl+vnni"
                       ? ("oneDNN, decode vdpbf16ps on the VNNI pack (no AMX: " + r.frozen_why + ")").c_str()
-                  : r.frozen_products == "dnnl+vnni_fma"
-                      ? ("oneDNN, decode FP32 FMA on the VNNI pack (no AMX: " + r.frozen_why + ")").c_str()
-                      : ("oneDNN (no AMX: " + r.frozen_why + ")").c_str(),
+                  : r.frozen_products == "vnni_fma" ? ("FP32 FMA on the VNNI pack at any rows; oneDNN above 32 rows "
+                                                       "where outputs or reduction are under 256 (k, v) (no AMX: " +
+                                                       r.frozen_why + ")")
+                                                          .c_str()
+                                                    : ("oneDNN (no AMX: " + r.frozen_why + ")").c_str(),
                   r.onednn.c_str(),
                   r.bf16_products != "native" ? "as FP32 products of the BF16-rounded values"
                   : r.avx512_bf16             ? "native (oneDNN's BF16 kernels)"

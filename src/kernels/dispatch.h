@@ -23,8 +23,9 @@ struct DispatchReport {
     std::string decode_products;  // BF16 products of ≤ 32 rows but the frozen base's (on tiles if amx below):
                                   // "small_m_avx512 (vdpbf16ps|FP32 FMA)" | "portable"
     std::string frozen_products;  // the frozen base's BF16 products: "amx" (any rows) | "dnnl+vnni" (oneDNN
-                                  // above 32 rows, small_m_vnni_avx512 to 32) | "dnnl+vnni_fma" (the same
-                                  // with FMA: BF16 products as FP32) | "dnnl" (no AVX-512: portable decode)
+                                  // above 32 rows, small_m_vnni_avx512 to 32) | "vnni_fma" (BF16 products as
+                                  // FP32: FMA on the VNNI pack at any rows, oneDNN for k and v above 32) |
+                                  // "dnnl" (no AVX-512: portable decode)
     std::string frozen_why;       // why not amx, when not
     std::string onednn;           // version of the library that computes the other products
     std::string bf16_products;    // how oneDNN computes BF16 products: "native" | "fp32" (matmul_backend.h)

@@ -2,7 +2,8 @@
 // choice of path (see matmul_backend.h). Products of a frozen BF16 weight go
 // to the AMX tiles where granted, at any M (elsewhere their decode-sized
 // forwards to the same VNNI pack, read with `vdpbf16ps` or, where BF16
-// products run as FP32, with FMA); other decode-sized
+// products run as FP32, with FMA, as are their larger products where BF16
+// products run as FP32); other decode-sized
 // products (M ≤ kSmallM) to the streaming AVX-512 kernels whatever their K
 // (so that a row's result does not depend on how many rows come with it),
 // everything else to oneDNN; a CPU without AVX-512 gets the streaming
@@ -22,6 +23,10 @@ namespace {
 std::atomic<MatmulPath> forced_path{MatmulPath::automatic};
 
 enum class Product { forward, backward_input, backward_weight };
+
+// The narrowest output width and reduction that the VNNI pack's FMA kernel
+// takes above kSmallM rows (choose()).
+constexpr int64_t kVnniMinWidth = 256;
 
 // Tiny products (a tiny model's, tests') run on the calling thread in the
 // portable loops: a oneDNN call or an OpenMP region costs more than the
@@ -46,13 +51,23 @@ MatmulPath choose(int64_t M, int64_t N, int64_t K, Product product, WeightType t
         // Without the tiles, the frozen base's decode reads its VNNI pack
         // (`vdpbf16ps` or FMA: matmul_vnni_avx512.cpp).
         const bool vnni = frozen && product == Product::forward;
+        // Where BF16 products run as FP32, its larger products (forward and
+        // backward to the input) read that pack with FMA too, widened once
+        // per panel: level with oneDNN's FP32 kernels on this CPU kind, and
+        // oneDNN's FP32 copies of the weights (2× the BF16 base per
+        // direction) are never made. Not for narrow products (k and v:
+        // 128 outputs or a reduction of 128), which ran at 0.6–0.75× of
+        // oneDNN's (BENCHMARKS.md session 24).
+        const bool vnni_fma = frozen && type == WeightType::bf16 && product != Product::backward_weight && !tiles &&
+                              !bf16_products_native() && N >= kVnniMinWidth && K >= kVnniMinWidth &&
+                              simd::simd_cpu_level() == simd::SimdLevel::avx512;
         if (M <= kSmallM)
             p = tiny    ? MatmulPath::portable
                 : tiles ? MatmulPath::amx
                 : vnni  ? MatmulPath::small_m_vnni
                         : MatmulPath::small_m;
         else if (M * N * K < kTinyWork) p = MatmulPath::portable;
-        else p = tiles ? MatmulPath::amx : MatmulPath::dnnl;
+        else p = tiles ? MatmulPath::amx : vnni_fma ? MatmulPath::small_m_vnni : MatmulPath::dnnl;
     }
     if (p == MatmulPath::small_m_vnni && type != WeightType::bf16) p = MatmulPath::small_m;
     if (p == MatmulPath::small_m_vnni && simd::simd_cpu_level() != simd::SimdLevel::avx512) p = MatmulPath::portable;
@@ -117,10 +132,12 @@ void linear_backward_input(float* dX, const float* dY, WeightView W, int64_t M, 
     PPOLAB_ASSERT(M >= 0);
     if (M == 0 || W.cols == 0) return;
     if (W.rows == 0) return zero_product(dX, M * W.cols, accumulate);
-    // No small-M kernel here: training runs whole sequences (M ≥ 64).
+    // No small-M kernel here (training runs whole sequences, M ≥ 64) but
+    // the VNNI pack's, for the frozen base where BF16 products run as FP32.
     switch (choose(M, W.rows, W.cols, Product::backward_input, W.type, is_frozen(W))) {
         case MatmulPath::portable: return matmul_detail::portable_backward_input(dX, dY, W, M, accumulate);
         case MatmulPath::amx: return matmul_detail::amx_backward_input(dX, dY, W, M, accumulate);
+        case MatmulPath::small_m_vnni: return matmul_detail::small_m_vnni_backward_input(dX, dY, W, M, accumulate);
         default: return matmul_detail::dnnl_backward_input(dX, dY, W, M, accumulate);
     }
 }

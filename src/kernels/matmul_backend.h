@@ -17,7 +17,13 @@
 //              `vdpbf16ps` where BF16 products are native and AVX-512 BF16
 //              is there, else with FMA on the pack widened to FP32 in
 //              registers (the reference loops' sums exactly); one weight
-//              load for up to 8 rows, each output one lane's sum. Forced on
+//              load for up to 8 rows, each output one lane's sum. Where
+//              BF16 products run as FP32 it also takes the frozen base's
+//              larger products, forward and backward to the input (the
+//              latter on the pack of W), whose outputs and reduction are at
+//              least 256 wide: each column panel widened to FP32 once for
+//              all its rows, in chunks of 1024 reduction pairs; the same
+//              sums bit for bit. Forced on
 //              another BF16 weight: packed per call; on an FP32 weight:
 //              small_m; without AVX-512: portable.
 //   amx      — a BF16 weight, BF16 products native and AMX-BF16 tiles
@@ -180,6 +186,7 @@ namespace matmul_detail {
 void small_m_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
 // needs AVX-512 (simd_cpu_level); reads W's VNNI pack (matmul_amx.h)
 void small_m_vnni_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
+void small_m_vnni_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate);
 void amx_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);  // needs matmul_has_amx()
 void amx_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate);
 void dnnl_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);

@@ -1,7 +1,9 @@
 // matmul_vnni_avx512.cpp — the frozen base's decode-sized products
-// (M ≤ kSmallM rows, forward) on a CPU with AVX-512 but no AMX tiles, read
-// from the weight's VNNI pack (matmul_amx.h, the pack the AMX path reads),
-// one input value or pair broadcast to every lane:
+// (M ≤ kSmallM rows, forward) on a CPU with AVX-512 but no AMX tiles, and
+// where BF16 products run as FP32 its larger ones too (forward, and backward
+// to the input on the pack of W; matmul.cpp chooses), read from the weight's
+// VNNI pack (matmul_amx.h, the pack the AMX path reads), one input value or
+// pair broadcast to every lane:
 //   * BF16 products native (matmul_backend.h): `vdpbf16ps`, one input pair
 //     against one reduction pair of 16 columns;
 //   * BF16 products as FP32 (a CPU whose `vdpbf16ps` is slow or absent, as
@@ -20,6 +22,12 @@
 // each lane accumulates one output element from start to end: no sum across
 // lanes.
 //
+// With FMA and more than MR rows, a column group's weights are widened to
+// FP32 once into a per-thread panel (in chunks of kChunkPairs reduction
+// pairs, the partial sums kept in FP32 between chunks) and every row block
+// reads the panel: the widening no longer competes with the FMAs for the
+// vector ports. Few column blocks and many rows: the threads split the rows.
+//
 // Order of the sums: output element (m, n) is one lane's FP32 accumulator,
 // starting from zero and taking the reduction pairs in order; with
 // `accumulate` the finished sum is then added to the destination, as the
@@ -35,6 +43,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -49,12 +59,33 @@
 namespace ppolab {
 namespace {
 
-constexpr int64_t kBlockCols = 16;   // output columns of a pack's column block (one zmm of FP32)
-constexpr int64_t kPairElems = 32;   // BF16 elements of one reduction pair of a column block (64 bytes)
-constexpr int64_t kBlockPairs = 16;  // reduction pairs per 1 KiB tile of the pack
-constexpr int kRowsPerBlock = 8;     // MR: input rows per register block
+constexpr int64_t kBlockCols = 16;     // output columns of a pack's column block (one zmm of FP32)
+constexpr int64_t kPairElems = 32;     // BF16 elements of one reduction pair of a column block (64 bytes)
+constexpr int64_t kBlockPairs = 16;    // reduction pairs per 1 KiB tile of the pack
+constexpr int kRowsPerBlock = 8;       // MR: input rows per register block
+constexpr int64_t kChunkPairs = 1024;  // reduction pairs per widened panel (U·128 KiB: stays in L2)
 constexpr int kColumnBlocksPerStep =
     3;  // U: column blocks per register block (8·3 accumulators + 3 or 6 + 1 of 32 zmm)
+
+// A 64-byte-aligned FP32 buffer that only grows (one per thread).
+class AlignedFloats {
+public:
+    float* at_least(int64_t n) {
+        if (n > size_) {
+            data_.reset(static_cast<float*>(std::aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64)));
+            PPOLAB_ASSERT(data_ != nullptr);
+            size_ = n;
+        }
+        return data_.get();
+    }
+
+private:
+    struct Free {
+        void operator()(float* p) const { std::free(p); }
+    };
+    std::unique_ptr<float[], Free> data_;
+    int64_t size_ = 0;
+};
 
 // How a register block multiplies: `vdpbf16ps` on BF16 pairs (X: one
 // uint32 = one BF16 pair per reduction pair), or `vfmadd231ps` on the
@@ -125,6 +156,54 @@ PPOLAB_AVX512F void register_block_fma(float* Y, int64_t ldy, const float* X, in
     store_block<MR, U>(Y, ldy, acc, N, accumulate);
 }
 
+// The same block on weights already widened to FP32 (widen_panel): for
+// reduction pair r, column block u, 16 floats of B[2r] then 16 of B[2r+1] at
+// panel + (r·U + u)·32. Same products, same order: the same bytes. A long
+// reduction runs in chunks: `in` (when not null) holds the sums of the
+// chunks before, MR rows of U·16 floats `ldp` apart, and `out` (when not
+// null) takes the sums so far instead of Y; FP32 values pass through memory
+// unchanged, so the sums are those of one pass.
+template <int MR, int U>
+PPOLAB_AVX512F void register_block_fma_wide(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* panel,
+                                            int64_t pairs, int64_t N, bool accumulate, const float* in, float* out,
+                                            int64_t ldp) {
+    __m512 acc[MR][U] = {};  // zeros
+    if (in)
+        for (int m = 0; m < MR; ++m)
+            for (int u = 0; u < U; ++u) acc[m][u] = _mm512_loadu_ps(in + m * ldp + u * kBlockCols);
+    for (int64_t r = 0; r < pairs; ++r) {
+        __m512 even[U], odd[U];
+        for (int u = 0; u < U; ++u) {
+            even[u] = _mm512_load_ps(panel + (r * U + u) * 2 * kBlockCols);
+            odd[u] = _mm512_load_ps(panel + (r * U + u) * 2 * kBlockCols + kBlockCols);
+        }
+        for (int m = 0; m < MR; ++m) {
+            const __m512 x0 = _mm512_set1_ps(X[m * ldx + 2 * r]);
+            for (int u = 0; u < U; ++u) acc[m][u] = _mm512_fmadd_ps(x0, even[u], acc[m][u]);
+            const __m512 x1 = _mm512_set1_ps(X[m * ldx + 2 * r + 1]);
+            for (int u = 0; u < U; ++u) acc[m][u] = _mm512_fmadd_ps(x1, odd[u], acc[m][u]);
+        }
+    }
+    if (!out) return store_block<MR, U>(Y, ldy, acc, N, accumulate);
+    for (int m = 0; m < MR; ++m)
+        for (int u = 0; u < U; ++u) _mm512_storeu_ps(out + m * ldp + u * kBlockCols, acc[m][u]);
+}
+
+// U column blocks of the pack (the first at w, the next `stride` elements
+// further) widened to FP32 in register_block_fma_wide's order, once for all
+// the row blocks that read them.
+template <int U>
+PPOLAB_AVX512F void widen_panel(float* panel, const bf16* w, int64_t stride, int64_t pairs) {
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    for (int64_t r = 0; r < pairs; ++r)
+        for (int u = 0; u < U; ++u) {
+            const __m512i v = _mm512_load_si512(w + u * stride + r * kPairElems);
+            float* q = panel + (r * U + u) * 2 * kBlockCols;
+            _mm512_store_ps(q, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, v, 16)));
+            _mm512_store_ps(q + kBlockCols, _mm512_castsi512_ps(_mm512_and_si512(v, high)));
+        }
+}
+
 template <Op op, int MR, int U>
 PPOLAB_AVX512F inline void register_block(float* Y, int64_t ldy, const XElem<op>* X, int64_t ldx, const bf16* w,
                                           int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
@@ -138,6 +217,37 @@ PPOLAB_AVX512F inline void register_block(float* Y, int64_t ldy, const XElem<op>
 template <Op op, int U>
 PPOLAB_AVX512F void column_group(float* Y, int64_t ldy, const XElem<op>* X, int64_t ldx, int64_t M, const bf16* w,
                                  int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
+    if constexpr (op == Op::fma) {
+        if (M > kRowsPerBlock) {  // several row blocks: widen the weights once, not once per block
+            thread_local AlignedFloats panel, partial;
+            const int64_t chunk = std::min(pairs, kChunkPairs), ldp = U * kBlockCols;
+            float* p = panel.at_least(chunk * U * 2 * kBlockCols);
+            float* part = pairs > chunk ? partial.at_least(M * ldp) : nullptr;
+            for (int64_t c0 = 0; c0 < pairs; c0 += chunk) {
+                const int64_t cp = std::min(chunk, pairs - c0);
+                widen_panel<U>(p, w + c0 * kPairElems, stride, cp);
+                for (int64_t m0 = 0; m0 < M; m0 += kRowsPerBlock) {
+                    float* y = Y + m0 * ldy;
+                    const float* x = X + m0 * ldx + 2 * c0;
+                    const float* in = c0 > 0 ? part + m0 * ldp : nullptr;
+                    float* out = c0 + cp < pairs ? part + m0 * ldp : nullptr;
+#define PPOLAB_WIDE(MR) register_block_fma_wide<MR, U>(y, ldy, x, ldx, p, cp, N, accumulate, in, out, ldp)
+                    switch (std::min<int64_t>(kRowsPerBlock, M - m0)) {
+                        case 1: PPOLAB_WIDE(1); break;
+                        case 2: PPOLAB_WIDE(2); break;
+                        case 3: PPOLAB_WIDE(3); break;
+                        case 4: PPOLAB_WIDE(4); break;
+                        case 5: PPOLAB_WIDE(5); break;
+                        case 6: PPOLAB_WIDE(6); break;
+                        case 7: PPOLAB_WIDE(7); break;
+                        default: PPOLAB_WIDE(8); break;
+                    }
+#undef PPOLAB_WIDE
+                }
+            }
+            return;
+        }
+    }
     for (int64_t m0 = 0; m0 < M; m0 += kRowsPerBlock) {
         float* y = Y + m0 * ldy;
         const XElem<op>* x = X + m0 * ldx;
@@ -183,8 +293,17 @@ void product(float* Y, const XElem<op>* X, int64_t ldx, int64_t M, int64_t K, co
 #pragma omp parallel if (parallel)
     {
         const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
-        const int64_t j0 = nb * t / T, j1 = nb * (t + 1) / T;
-        if (j1 > j0) columns_range<op>(Y, X, ldx, M, P, j0, j1, pairs, accumulate);
+        // Few column blocks (k and v: 8) and many rows: the threads split
+        // the rows (in whole register blocks) instead; every output's sum is
+        // the same either way.
+        if (M > kSmallM && nb < 4 * kColumnBlocksPerStep * T) {
+            const int64_t rb = (M + kRowsPerBlock - 1) / kRowsPerBlock;
+            const int64_t m0 = rb * t / T * kRowsPerBlock, m1 = std::min(M, rb * (t + 1) / T * kRowsPerBlock);
+            if (m1 > m0) columns_range<op>(Y + m0 * P.n, X + m0 * ldx, ldx, m1 - m0, P, 0, nb, pairs, accumulate);
+        } else {
+            const int64_t j0 = nb * t / T, j1 = nb * (t + 1) / T;
+            if (j1 > j0) columns_range<op>(Y, X, ldx, M, P, j0, j1, pairs, accumulate);
+        }
     }
 }
 
@@ -194,14 +313,12 @@ bool small_m_vnni_uses_dpbf16() { return matmul_has_avx512bf16() && bf16_product
 
 namespace matmul_detail {
 
-void small_m_vnni_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate) {
-    PPOLAB_ASSERT(W.type == WeightType::bf16 && simd::simd_cpu_level() == simd::SimdLevel::avx512);
-    const int64_t N = W.rows, K = W.cols;
-    if (M == 0 || N == 0) return;
-    const AmxPack& P = amx_pack_for(W, AmxOperand::forward);
-    // X rounded to BF16, each row padded with a zero to whole pairs (the
-    // pack's padding is zero too).
-    const int64_t pairs = (K + 1) / 2;
+namespace {
+
+// Y (M × P.n) = X (M × P.k) · B on the pack P: X rounded to BF16, each row
+// padded with a zero to whole pairs (the pack's padding is zero too).
+void vnni_product(float* Y, const float* X, const AmxPack& P, int64_t M, bool accumulate) {
+    const int64_t K = P.k, pairs = (K + 1) / 2;
     if (small_m_vnni_uses_dpbf16()) {
         thread_local std::vector<uint32_t> xb;  // one BF16 pair per element
         if (static_cast<int64_t>(xb.size()) < M * pairs) xb.resize(M * pairs);
@@ -214,12 +331,28 @@ void small_m_vnni_forward(float* Y, const float* X, WeightView W, int64_t M, boo
         thread_local std::vector<float> xr;  // BF16 values in FP32
         const int64_t ldx = 2 * pairs;
         if (static_cast<int64_t>(xr.size()) < M * ldx) xr.resize(M * ldx);
+        float* x = xr.data();
+#pragma omp parallel for schedule(static) if (M * K >= (int64_t(1) << 16))
         for (int64_t m = 0; m < M; ++m) {
-            xr[m * ldx + ldx - 1] = 0.f;
-            round_to_bf16_values(xr.data() + m * ldx, X + m * K, K);
+            x[m * ldx + ldx - 1] = 0.f;
+            round_to_bf16_values(x + m * ldx, X + m * K, K);
         }
         product<Op::fma>(Y, xr.data(), ldx, M, K, P, accumulate);
     }
+}
+
+}  // namespace
+
+void small_m_vnni_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate) {
+    PPOLAB_ASSERT(W.type == WeightType::bf16 && simd::simd_cpu_level() == simd::SimdLevel::avx512);
+    if (M == 0 || W.rows == 0) return;
+    vnni_product(Y, X, amx_pack_for(W, AmxOperand::forward), M, accumulate);
+}
+
+void small_m_vnni_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate) {
+    PPOLAB_ASSERT(W.type == WeightType::bf16 && simd::simd_cpu_level() == simd::SimdLevel::avx512);
+    if (M == 0 || W.cols == 0) return;
+    vnni_product(dX, dY, amx_pack_for(W, AmxOperand::backward_input), M, accumulate);
 }
 
 }  // namespace matmul_detail

@@ -671,6 +671,33 @@ TEST(Matmul, AmxPathTakenExactlyWhereItCanRun) {
         EXPECT_EQ(packed2.amx_copies().forward != nullptr, amx || vnni)
             << "the frozen decode " << (amx || vnni ? "did not read" : "read") << " the VNNI pack";
     }
+    {   // above kSmallM, BF16 products as FP32: a wide frozen weight on the VNNI pack with FMA, forward and
+        // backward to the input (no oneDNN copy made), a narrow one (k, v: 128 outputs or reduction) on oneDNN
+        PathGuard guard({MatmulPath::automatic, Bf16Products::f32});
+        const bool wide_vnni = simd::simd_cpu_level() == simd::SimdLevel::avx512;  // no tiles as FP32
+        for (auto [N3, K3] : {std::pair<int64_t, int64_t>{256, 256}, {300, 896}, {128, 896}, {896, 128}}) {
+            TestWeight W3 = gaussian_weight(WeightType::bf16, N3, K3, rng);
+            PrepackedWeight packed3(W3.view());
+            WeightView frozen3 = W3.view();
+            frozen3.prepacked = &packed3;
+            const bool wide = N3 >= 256 && K3 >= 256 && wide_vnni;
+            EXPECT_STREQ(matmul_path_name(M, frozen3), wide ? "small_m_vnni_fma_avx512" : "dnnl")
+                << "N=" << N3 << " K=" << K3;
+            std::vector<float> X3 = gaussian(M * K3, rng), dY3 = gaussian(M * N3, rng);
+            std::vector<float> y(M * N3), want_y(M * N3), dx(M * K3), want_dx(M * K3);
+            linear_forward(y.data(), X3.data(), frozen3, M);
+            linear_backward_input(dx.data(), dY3.data(), frozen3, M);
+            linear_forward_reference(want_y.data(), X3.data(), W3.view(), M);
+            linear_backward_input_reference(want_dx.data(), dY3.data(), W3.view(), M);
+            if (wide) {  // the reference loops' sums, bit for bit, and only the VNNI packs made
+                EXPECT_TRUE(same_bits(y, want_y, N3)) << "N=" << N3 << " K=" << K3;
+                EXPECT_TRUE(same_bits(dx, want_dx, K3)) << "N=" << N3 << " K=" << K3;
+                EXPECT_TRUE(packed3.amx_copies().forward != nullptr && packed3.amx_copies().backward_input != nullptr);
+                EXPECT_EQ(packed3.bytes(),
+                          packed3.amx_copies().forward->bytes() + packed3.amx_copies().backward_input->bytes());
+            }
+        }
+    }
     {
         PathGuard guard({MatmulPath::automatic, Bf16Products::f32});
         EXPECT_STREQ(matmul_path_name(M, frozen), "dnnl");
@@ -741,7 +768,8 @@ TEST(Matmul, VnniSameBytesAtAnyThreadCountAndRowCount) {
 // loops' arithmetic exactly: exact products summed one by one in index order
 // from zero, then added to the destination with accumulate. Gaussian data, so
 // any other order or a lost product shows; odd K (the pack's padding pair),
-// partial column blocks, every row count of a register block and past it.
+// partial column blocks, every row count of a register block and past it;
+// forward and backward to the input.
 TEST(Matmul, VnniFmaIsTheReferenceBitForBit) {
     if (simd::simd_cpu_level() != simd::SimdLevel::avx512)
         GTEST_SKIP() << "no AVX-512 on this CPU: the path cannot run here";
@@ -754,14 +782,21 @@ TEST(Matmul, VnniFmaIsTheReferenceBitForBit) {
         WeightView frozen = W.view();
         frozen.prepacked = &packed;
         EXPECT_STREQ(matmul_path_name(1, frozen), "small_m_vnni_fma_avx512");
-        for (int64_t M : {1, 3, 8, 11, 32})
+        for (int64_t M : {1, 3, 8, 11, 32, 77})
             for (bool acc : {false, true}) {
                 const std::vector<float> X = gaussian(M * K, rng), Y0 = gaussian(M * N, rng);
                 std::vector<float> want = Y0, got = Y0;
                 linear_forward_reference(want.data(), X.data(), W.view(), M, acc);
                 linear_forward(got.data(), X.data(), frozen, M, acc);
                 EXPECT_TRUE(same_bits(got, want, N))
-                    << "M=" << M << " N=" << N << " K=" << K << (acc ? " accumulate" : "");
+                    << "forward M=" << M << " N=" << N << " K=" << K << (acc ? " accumulate" : "");
+                // Backward to the input on the pack of W (its pairs along N).
+                const std::vector<float> dY = gaussian(M * N, rng), dX0 = gaussian(M * K, rng);
+                std::vector<float> dwant = dX0, dgot = dX0;
+                linear_backward_input_reference(dwant.data(), dY.data(), W.view(), M, acc);
+                linear_backward_input(dgot.data(), dY.data(), frozen, M, acc);
+                EXPECT_TRUE(same_bits(dgot, dwant, K))
+                    << "backward_input M=" << M << " N=" << N << " K=" << K << (acc ? " accumulate" : "");
             }
     }
 }
