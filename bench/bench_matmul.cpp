@@ -288,7 +288,9 @@ int main(int argc, char** argv) {
         for (int64_t M : {128, 672}) amx_pair(p, M, false);
     // vnni/: the VNNI pack's kernel against oneDNN on frozen weights at
     // training's row counts, forward and backward to the input.
-    for (const Proj& p : kProjections)
+    std::vector<Proj> vnni_shapes(std::begin(kProjections), std::end(kProjections));
+    vnni_shapes.insert(vnni_shapes.end(), std::begin(kTinyProjections), std::end(kTinyProjections));
+    for (const Proj& p : vnni_shapes)
         for (int64_t M : {128, 512})
             for (bool backward : {false, true})
                 if (std::string(p.name) != "lm_head" || M == 128)

@@ -74,7 +74,7 @@ std::string dispatch_text(const DispatchReport& r) {
                   : r.frozen_products == "dnnl+vnni"
                       ? ("oneDNN, decode vdpbf16ps on the VNNI pack (no AMX: " + r.frozen_why + ")").c_str()
                   : r.frozen_products == "vnni_fma" ? ("FP32 FMA on the VNNI pack at any rows; oneDNN above 32 rows "
-                                                       "where outputs or reduction are under 256 (k, v) (no AMX: " +
+                                                       "where outputs or reduction are under 512 (no AMX: " +
                                                        r.frozen_why + ")")
                                                           .c_str()
                                                     : ("oneDNN (no AMX: " + r.frozen_why + ")").c_str(),

@@ -24,7 +24,7 @@ struct DispatchReport {
                                   // "small_m_avx512 (vdpbf16ps|FP32 FMA)" | "portable"
     std::string frozen_products;  // the frozen base's BF16 products: "amx" (any rows) | "dnnl+vnni" (oneDNN
                                   // above 32 rows, small_m_vnni_avx512 to 32) | "vnni_fma" (BF16 products as
-                                  // FP32: FMA on the VNNI pack at any rows, oneDNN for k and v above 32) |
+                                  // FP32: FMA on the VNNI pack at any rows, oneDNN above 32 where narrow) |
                                   // "dnnl" (no AVX-512: portable decode)
     std::string frozen_why;       // why not amx, when not
     std::string onednn;           // version of the library that computes the other products

@@ -26,7 +26,7 @@ enum class Product { forward, backward_input, backward_weight };
 
 // The narrowest output width and reduction that the VNNI pack's FMA kernel
 // takes above kSmallM rows (choose()).
-constexpr int64_t kVnniMinWidth = 256;
+constexpr int64_t kVnniMinWidth = 512;
 
 // Tiny products (a tiny model's, tests') run on the calling thread in the
 // portable loops: a oneDNN call or an OpenMP region costs more than the
@@ -53,11 +53,11 @@ MatmulPath choose(int64_t M, int64_t N, int64_t K, Product product, WeightType t
         const bool vnni = frozen && product == Product::forward;
         // Where BF16 products run as FP32, its larger products (forward and
         // backward to the input) read that pack with FMA too, widened once
-        // per panel: level with oneDNN's FP32 kernels on this CPU kind, and
-        // oneDNN's FP32 copies of the weights (2× the BF16 base per
-        // direction) are never made. Not for narrow products (k and v:
-        // 128 outputs or a reduction of 128), which ran at 0.6–0.75× of
-        // oneDNN's (BENCHMARKS.md session 24).
+        // per panel: level with oneDNN's FP32 kernels on the Qwen2.5-0.5B's
+        // MLP and LM head, and oneDNN's FP32 copies of the weights (2× the
+        // BF16 base per direction) are never made. Not where the outputs or
+        // the reduction are under kVnniMinWidth (k and v, the tiny model):
+        // 0.43–0.95× of oneDNN's speed there (BENCHMARKS.md session 24).
         const bool vnni_fma = frozen && type == WeightType::bf16 && product != Product::backward_weight && !tiles &&
                               !bf16_products_native() && N >= kVnniMinWidth && K >= kVnniMinWidth &&
                               simd::simd_cpu_level() == simd::SimdLevel::avx512;

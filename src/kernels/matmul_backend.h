@@ -21,7 +21,7 @@
 //              BF16 products run as FP32 it also takes the frozen base's
 //              larger products, forward and backward to the input (the
 //              latter on the pack of W), whose outputs and reduction are at
-//              least 256 wide: each column panel widened to FP32 once for
+//              least 512 wide: each column panel widened to FP32 once for
 //              all its rows, in chunks of 1024 reduction pairs; the same
 //              sums bit for bit. Forced on
 //              another BF16 weight: packed per call; on an FP32 weight:

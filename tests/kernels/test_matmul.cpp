@@ -671,16 +671,16 @@ TEST(Matmul, AmxPathTakenExactlyWhereItCanRun) {
         EXPECT_EQ(packed2.amx_copies().forward != nullptr, amx || vnni)
             << "the frozen decode " << (amx || vnni ? "did not read" : "read") << " the VNNI pack";
     }
-    {   // above kSmallM, BF16 products as FP32: a wide frozen weight on the VNNI pack with FMA, forward and
-        // backward to the input (no oneDNN copy made), a narrow one (k, v: 128 outputs or reduction) on oneDNN
+    {  // above kSmallM, BF16 products as FP32: a wide frozen weight on the VNNI pack with FMA, forward and
+        // backward to the input (no oneDNN copy made), a narrow one (outputs or reduction under 512) on oneDNN
         PathGuard guard({MatmulPath::automatic, Bf16Products::f32});
         const bool wide_vnni = simd::simd_cpu_level() == simd::SimdLevel::avx512;  // no tiles as FP32
-        for (auto [N3, K3] : {std::pair<int64_t, int64_t>{256, 256}, {300, 896}, {128, 896}, {896, 128}}) {
+        for (auto [N3, K3] : {std::pair<int64_t, int64_t>{512, 512}, {600, 2100}, {511, 896}, {896, 128}}) {
             TestWeight W3 = gaussian_weight(WeightType::bf16, N3, K3, rng);
             PrepackedWeight packed3(W3.view());
             WeightView frozen3 = W3.view();
             frozen3.prepacked = &packed3;
-            const bool wide = N3 >= 256 && K3 >= 256 && wide_vnni;
+            const bool wide = N3 >= 512 && K3 >= 512 && wide_vnni;
             EXPECT_STREQ(matmul_path_name(M, frozen3), wide ? "small_m_vnni_fma_avx512" : "dnnl")
                 << "N=" << N3 << " K=" << K3;
             std::vector<float> X3 = gaussian(M * K3, rng), dY3 = gaussian(M * N3, rng);
