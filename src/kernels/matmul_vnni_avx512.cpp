@@ -129,29 +129,38 @@ PPOLAB_AVX512 void register_block_dpbf16(float* Y, int64_t ldy, const uint32_t* 
     store_block<MR, U>(Y, ldy, acc, N, accumulate);
 }
 
-// The same block in FP32: lane c of a pack row holds (B[2r][c], B[2r+1][c]),
-// the first in its low half, so a shift left by 16 gives B[2r][c] in FP32
-// and clearing the low half leaves B[2r+1][c]; each accumulator takes 2r, then
-// 2r + 1. (The all-lanes maskz forms: gcc 12 warns -Wmaybe-uninitialized of
-// the unmasked shift's undefined-register temporary.)
+// A pack row in FP32: lane c holds (B[2r][c], B[2r+1][c]), the first in
+// its low half, so a shift left by 16 gives B[2r][c] in FP32 and clearing the
+// low half leaves B[2r+1][c]. (The all-lanes maskz form: gcc 12 warns
+// -Wmaybe-uninitialized of the unmasked shift's undefined-register temporary.)
+PPOLAB_AVX512F inline void widen_pair(__m512i v, __m512& even, __m512& odd) {
+    even = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, v, 16));
+    odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+
+// One reduction pair r of an FP32 register block: each accumulator takes
+// 2r, then 2r + 1.
+template <int MR, int U>
+PPOLAB_AVX512F inline void fma_pair(__m512 (&acc)[MR][U], const __m512 (&even)[U], const __m512 (&odd)[U],
+                                    const float* X, int64_t ldx, int64_t r) {
+    for (int m = 0; m < MR; ++m) {
+        const __m512 x0 = _mm512_set1_ps(X[m * ldx + 2 * r]);
+        for (int u = 0; u < U; ++u) acc[m][u] = _mm512_fmadd_ps(x0, even[u], acc[m][u]);
+        const __m512 x1 = _mm512_set1_ps(X[m * ldx + 2 * r + 1]);
+        for (int u = 0; u < U; ++u) acc[m][u] = _mm512_fmadd_ps(x1, odd[u], acc[m][u]);
+    }
+}
+
+// The same block in FP32, each pack row widened in registers (decode: the
+// weights are read once, for at most MR rows).
 template <int MR, int U>
 PPOLAB_AVX512F void register_block_fma(float* Y, int64_t ldy, const float* X, int64_t ldx, const bf16* w,
                                        int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
     __m512 acc[MR][U] = {};  // zeros
-    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
     for (int64_t r = 0; r < pairs; ++r) {
         __m512 even[U], odd[U];
-        for (int u = 0; u < U; ++u) {
-            const __m512i v = _mm512_load_si512(w + u * stride + r * kPairElems);
-            even[u] = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, v, 16));
-            odd[u] = _mm512_castsi512_ps(_mm512_and_si512(v, high));
-        }
-        for (int m = 0; m < MR; ++m) {
-            const __m512 x0 = _mm512_set1_ps(X[m * ldx + 2 * r]);
-            for (int u = 0; u < U; ++u) acc[m][u] = _mm512_fmadd_ps(x0, even[u], acc[m][u]);
-            const __m512 x1 = _mm512_set1_ps(X[m * ldx + 2 * r + 1]);
-            for (int u = 0; u < U; ++u) acc[m][u] = _mm512_fmadd_ps(x1, odd[u], acc[m][u]);
-        }
+        for (int u = 0; u < U; ++u) widen_pair(_mm512_load_si512(w + u * stride + r * kPairElems), even[u], odd[u]);
+        fma_pair<MR, U>(acc, even, odd, X, ldx, r);
     }
     store_block<MR, U>(Y, ldy, acc, N, accumulate);
 }
@@ -177,12 +186,7 @@ PPOLAB_AVX512F void register_block_fma_wide(float* Y, int64_t ldy, const float* 
             even[u] = _mm512_load_ps(panel + (r * U + u) * 2 * kBlockCols);
             odd[u] = _mm512_load_ps(panel + (r * U + u) * 2 * kBlockCols + kBlockCols);
         }
-        for (int m = 0; m < MR; ++m) {
-            const __m512 x0 = _mm512_set1_ps(X[m * ldx + 2 * r]);
-            for (int u = 0; u < U; ++u) acc[m][u] = _mm512_fmadd_ps(x0, even[u], acc[m][u]);
-            const __m512 x1 = _mm512_set1_ps(X[m * ldx + 2 * r + 1]);
-            for (int u = 0; u < U; ++u) acc[m][u] = _mm512_fmadd_ps(x1, odd[u], acc[m][u]);
-        }
+        fma_pair<MR, U>(acc, even, odd, X, ldx, r);
     }
     if (!out) return store_block<MR, U>(Y, ldy, acc, N, accumulate);
     for (int m = 0; m < MR; ++m)
@@ -194,13 +198,13 @@ PPOLAB_AVX512F void register_block_fma_wide(float* Y, int64_t ldy, const float* 
 // the row blocks that read them.
 template <int U>
 PPOLAB_AVX512F void widen_panel(float* panel, const bf16* w, int64_t stride, int64_t pairs) {
-    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
     for (int64_t r = 0; r < pairs; ++r)
         for (int u = 0; u < U; ++u) {
-            const __m512i v = _mm512_load_si512(w + u * stride + r * kPairElems);
             float* q = panel + (r * U + u) * 2 * kBlockCols;
-            _mm512_store_ps(q, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, v, 16)));
-            _mm512_store_ps(q + kBlockCols, _mm512_castsi512_ps(_mm512_and_si512(v, high)));
+            __m512 even, odd;
+            widen_pair(_mm512_load_si512(w + u * stride + r * kPairElems), even, odd);
+            _mm512_store_ps(q, even);
+            _mm512_store_ps(q + kBlockCols, odd);
         }
 }
 
