@@ -78,8 +78,7 @@ T* buffer(int64_t n) {
 
 AVX512 double run(int64_t pairs, int64_t rows, int64_t cols, bool widening) {
     const int64_t blocks = cols / kBlockCols, groups = blocks / kBlocks, stride = pairs * 32;
-    double seconds = 1e30;
-    int64_t reps_done = 0;
+    double best = 1e30;  // thread 0's fastest trial, seconds per repetition
 #pragma omp parallel
     {
         float* panel = buffer<float>(pairs * kBlocks * 2 * kBlockCols);
@@ -104,10 +103,7 @@ AVX512 double run(int64_t pairs, int64_t rows, int64_t cols, bool widening) {
                 }
                 ++reps;
             }
-            if (omp_get_thread_num() == 0 && s / reps < seconds / std::max<int64_t>(reps_done, 1)) {
-                seconds = s;
-                reps_done = reps;
-            }
+            if (omp_get_thread_num() == 0) best = std::min(best, s / static_cast<double>(reps));
         }
         std::free(panel);
         std::free(pack);
@@ -115,7 +111,7 @@ AVX512 double run(int64_t pairs, int64_t rows, int64_t cols, bool widening) {
         std::free(Y);
     }
     const double flop = 2.0 * 2 * pairs * (rows / kRows * kRows) * (groups * kBlocks * kBlockCols);
-    return flop * reps_done * omp_get_max_threads() / seconds / 1e9;
+    return flop * omp_get_max_threads() / best / 1e9;
 }
 
 }  // namespace
