@@ -24,9 +24,13 @@
 //
 // With FMA and more than MR rows, a column group's weights are widened to
 // FP32 once into a per-thread panel (in chunks of kChunkPairs reduction
-// pairs, the partial sums kept in FP32 between chunks) and every row block
-// reads the panel: the widening no longer competes with the FMAs for the
-// vector ports. Few column blocks and many rows: the threads split the rows.
+// pairs, the partial sums kept in FP32 between chunks) and the other row
+// blocks read the panel: the widening no longer competes with the FMAs for
+// the vector ports. Where few row blocks read a panel, the first widens and
+// stores it as it computes (a separate widening pass left the FMAs idle
+// while it waited on the pack: 18 % of a 32-row product), and the row
+// blocks bring the next panel's pack into L2 as they go. Few column blocks
+// and many rows: the threads split the rows.
 //
 // Order of the sums: output element (m, n) is one lane's FP32 accumulator,
 // starting from zero and taking the reduction pairs in order; with
@@ -64,6 +68,11 @@ constexpr int64_t kPairElems = 32;     // BF16 elements of one reduction pair of
 constexpr int64_t kBlockPairs = 16;    // reduction pairs per 1 KiB tile of the pack
 constexpr int kRowsPerBlock = 8;       // MR: input rows per register block
 constexpr int64_t kChunkPairs = 1024;  // reduction pairs per widened panel (U·128 KiB: stays in L2)
+// Up to this many row blocks per panel the first widens it as it computes
+// and the next panel is prefetched; above, a separate pass widens it
+// (BENCHMARKS.md session 26: at 4 row blocks the pass was 18 % of a
+// product; at 64, whole-model LoRA 4×128 was not shown faster).
+constexpr int64_t kFusedWideningBlocks = 16;
 constexpr int kColumnBlocksPerStep =
     3;  // U: column blocks per register block (8·3 accumulators + 3 or 6 + 1 of 32 zmm)
 
@@ -165,29 +174,57 @@ PPOLAB_AVX512F void register_block_fma(float* Y, int64_t ldy, const float* X, in
     store_block<MR, U>(Y, ldy, acc, N, accumulate);
 }
 
-// The same block on weights already widened to FP32 (widen_panel): for
-// reduction pair r, column block u, 16 floats of B[2r] then 16 of B[2r+1] at
-// panel + (r·U + u)·32. Same products, same order: the same bytes. A long
-// reduction runs in chunks: `in` (when not null) holds the sums of the
-// chunks before, MR rows of U·16 floats `ldp` apart, and `out` (when not
-// null) takes the sums so far instead of Y; FP32 values pass through memory
-// unchanged, so the sums are those of one pass.
-template <int MR, int U>
-PPOLAB_AVX512F void register_block_fma_wide(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* panel,
+// Lines of the pack to bring into L2 while a row block computes: reduction
+// pairs [0, pairs) of `streams` column blocks, the first at w, the next
+// `stride` elements further (the next panel's share of this row block).
+struct PackLines {
+    const bf16* w = nullptr;
+    int64_t stride = 0;
+    int streams = 0;
+    int64_t pairs = 0;
+    void fetch(int64_t r) const {
+        for (int s = 0; s < streams; ++s)
+            _mm_prefetch(reinterpret_cast<const char*>(w + s * stride + r * kPairElems), _MM_HINT_T1);
+    }
+};
+
+// The same block on weights widened to FP32 in a panel: for reduction pair
+// r, column block u, 16 floats of B[2r] then 16 of B[2r+1] at
+// panel + (r·U + u)·32. With Widen the block reads the pack instead (U column
+// blocks, the first at w, the next `stride` elements further), widens it in
+// registers and stores the panel for the row blocks after it. Same products,
+// same order: the same bytes. `next`: pack lines to prefetch, one group of
+// them per reduction pair. A long reduction runs in chunks: `in` (when not
+// null) holds the sums of the chunks before, MR rows of U·16 floats `ldp`
+// apart, and `out` (when not null) takes the sums so far instead of Y; FP32
+// values pass through memory unchanged, so the sums are those of one pass.
+template <int MR, int U, bool Widen = false>
+PPOLAB_AVX512F void register_block_fma_wide(float* Y, int64_t ldy, const float* X, int64_t ldx, float* panel,
                                             int64_t pairs, int64_t N, bool accumulate, const float* in, float* out,
-                                            int64_t ldp) {
+                                            int64_t ldp, const PackLines& next, const bf16* w = nullptr,
+                                            int64_t stride = 0) {
     __m512 acc[MR][U] = {};  // zeros
     if (in)
         for (int m = 0; m < MR; ++m)
             for (int u = 0; u < U; ++u) acc[m][u] = _mm512_loadu_ps(in + m * ldp + u * kBlockCols);
+    const int64_t spread = std::min(pairs, next.pairs);
     for (int64_t r = 0; r < pairs; ++r) {
+        if (r < spread) next.fetch(r);
         __m512 even[U], odd[U];
         for (int u = 0; u < U; ++u) {
-            even[u] = _mm512_load_ps(panel + (r * U + u) * 2 * kBlockCols);
-            odd[u] = _mm512_load_ps(panel + (r * U + u) * 2 * kBlockCols + kBlockCols);
+            float* q = panel + (r * U + u) * 2 * kBlockCols;
+            if constexpr (Widen) {
+                widen_pair(_mm512_load_si512(w + u * stride + r * kPairElems), even[u], odd[u]);
+                _mm512_store_ps(q, even[u]);
+                _mm512_store_ps(q + kBlockCols, odd[u]);
+            } else {
+                even[u] = _mm512_load_ps(q);
+                odd[u] = _mm512_load_ps(q + kBlockCols);
+            }
         }
         fma_pair<MR, U>(acc, even, odd, X, ldx, r);
     }
+    for (int64_t r = spread; r < next.pairs; ++r) next.fetch(r);
     if (!out) return store_block<MR, U>(Y, ldy, acc, N, accumulate);
     for (int m = 0; m < MR; ++m)
         for (int u = 0; u < U; ++u) _mm512_storeu_ps(out + m * ldp + u * kBlockCols, acc[m][u]);
@@ -220,22 +257,40 @@ PPOLAB_AVX512F inline void register_block(float* Y, int64_t ldy, const XElem<op>
 // from L1/L2 for the others.
 template <Op op, int U>
 PPOLAB_AVX512F void column_group(float* Y, int64_t ldy, const XElem<op>* X, int64_t ldx, int64_t M, const bf16* w,
-                                 int64_t stride, int64_t pairs, int64_t N, bool accumulate) {
+                                 int64_t stride, int64_t pairs, int64_t N, bool accumulate, int next_blocks) {
     if constexpr (op == Op::fma) {
         if (M > kRowsPerBlock) {  // several row blocks: widen the weights once, not once per block
             thread_local AlignedFloats panel, partial;
             const int64_t chunk = std::min(pairs, kChunkPairs), ldp = U * kBlockCols;
+            const int64_t blocks = (M + kRowsPerBlock - 1) / kRowsPerBlock;
+            const bool fused = blocks <= kFusedWideningBlocks;
             float* p = panel.at_least(chunk * U * 2 * kBlockCols);
             float* part = pairs > chunk ? partial.at_least(M * ldp) : nullptr;
             for (int64_t c0 = 0; c0 < pairs; c0 += chunk) {
                 const int64_t cp = std::min(chunk, pairs - c0);
-                widen_panel<U>(p, w + c0 * kPairElems, stride, cp);
+                if (!fused) widen_panel<U>(p, w + c0 * kPairElems, stride, cp);
+                // The next panel (this group's next chunk, or the next
+                // group's first) comes into L2 while the row blocks compute,
+                // its column blocks shared out between the first row blocks.
+                const bool more = c0 + cp < pairs;
+                const bf16* nw = more ? w + (c0 + cp) * kPairElems : w + U * stride;
+                const int nu = more ? U : next_blocks;
+                const int64_t ncp = more ? std::min(chunk, pairs - c0 - cp) : chunk;
                 for (int64_t m0 = 0; m0 < M; m0 += kRowsPerBlock) {
+                    const int64_t b = m0 / kRowsPerBlock;
+                    PackLines next;
+                    if (fused && b < nu)
+                        next = {nw + b * stride, blocks * stride, static_cast<int>((nu - 1 - b) / blocks + 1), ncp};
                     float* y = Y + m0 * ldy;
                     const float* x = X + m0 * ldx + 2 * c0;
                     const float* in = c0 > 0 ? part + m0 * ldp : nullptr;
                     float* out = c0 + cp < pairs ? part + m0 * ldp : nullptr;
-#define PPOLAB_WIDE(MR) register_block_fma_wide<MR, U>(y, ldy, x, ldx, p, cp, N, accumulate, in, out, ldp)
+                    if (fused && m0 == 0) {  // the first block (M > MR: all MR rows) widens the panel as it goes
+                        register_block_fma_wide<kRowsPerBlock, U, true>(y, ldy, x, ldx, p, cp, N, accumulate, in, out,
+                                                                        ldp, next, w + c0 * kPairElems, stride);
+                        continue;
+                    }
+#define PPOLAB_WIDE(MR) register_block_fma_wide<MR, U>(y, ldy, x, ldx, p, cp, N, accumulate, in, out, ldp, next)
                     switch (std::min<int64_t>(kRowsPerBlock, M - m0)) {
                         case 1: PPOLAB_WIDE(1); break;
                         case 2: PPOLAB_WIDE(2); break;
@@ -278,11 +333,12 @@ PPOLAB_AVX512F void columns_range(float* Y, const XElem<op>* X, int64_t ldx, int
     for (int64_t j = j0; j < j1; j += U) {
         const bf16* w = P.tiles.get() + j * stride;
         float* y = Y + j * kBlockCols;
-        const int64_t N = P.n - j * kBlockCols;  // columns from this group's first on
+        const int64_t N = P.n - j * kBlockCols;                                    // columns from this group's first on
+        const int next = static_cast<int>(std::clamp<int64_t>(j1 - j - U, 0, U));  // the next group's blocks
         switch (std::min<int64_t>(U, j1 - j)) {
-            case 1: column_group<op, 1>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate); break;
-            case 2: column_group<op, 2>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate); break;
-            default: column_group<op, U>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate); break;
+            case 1: column_group<op, 1>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate, next); break;
+            case 2: column_group<op, 2>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate, next); break;
+            default: column_group<op, U>(y, P.n, X, ldx, M, w, stride, pairs, N, accumulate, next); break;
         }
     }
 }

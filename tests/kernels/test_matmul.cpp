@@ -782,7 +782,7 @@ TEST(Matmul, VnniFmaIsTheReferenceBitForBit) {
         WeightView frozen = W.view();
         frozen.prepacked = &packed;
         EXPECT_STREQ(matmul_path_name(1, frozen), "small_m_vnni_fma_avx512");
-        for (int64_t M : {1, 3, 8, 11, 32, 77})
+        for (int64_t M : {1, 3, 8, 11, 32, 77, 133})  // 133: above kFusedWideningBlocks' 128 rows
             for (bool acc : {false, true}) {
                 const std::vector<float> X = gaussian(M * K, rng), Y0 = gaussian(M * N, rng);
                 std::vector<float> want = Y0, got = Y0;
