@@ -4,7 +4,9 @@
 // broadcast FMAs per row and pair) measured apart from the rest of a
 // product, to tell how much of a product's time is the loop and how much is
 // around it (BENCHMARKS.md, session 25). Not part of the build: one file,
-// no ppolab headers, the same loop compiled with the same options.
+// no ppolab headers, the same loop compiled with the same options. `widen`
+// measures session 25's separate widening pass; since session 26 the
+// kernel's first row block widens the panel as it computes instead.
 //
 //   g++ -O3 -fopenmp -o /tmp/fma_block bench/fma_block.cpp
 //   OMP_NUM_THREADS=2 /tmp/fma_block PAIRS ROWS COLS [widen]
