@@ -147,6 +147,14 @@ PPOLAB_AVX512F inline void widen_pair(__m512i v, __m512& even, __m512& odd) {
     odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
+// One pack row (at w) widened into a panel's 32 floats at q: B[2r] then
+// B[2r + 1], also left in even and odd.
+PPOLAB_AVX512F inline void widen_to_panel(float* q, const bf16* w, __m512& even, __m512& odd) {
+    widen_pair(_mm512_load_si512(w), even, odd);
+    _mm512_store_ps(q, even);
+    _mm512_store_ps(q + kBlockCols, odd);
+}
+
 // One reduction pair r of an FP32 register block: each accumulator takes
 // 2r, then 2r + 1.
 template <int MR, int U>
@@ -214,9 +222,7 @@ PPOLAB_AVX512F void register_block_fma_wide(float* Y, int64_t ldy, const float* 
         for (int u = 0; u < U; ++u) {
             float* q = panel + (r * U + u) * 2 * kBlockCols;
             if constexpr (Widen) {
-                widen_pair(_mm512_load_si512(w + u * stride + r * kPairElems), even[u], odd[u]);
-                _mm512_store_ps(q, even[u]);
-                _mm512_store_ps(q + kBlockCols, odd[u]);
+                widen_to_panel(q, w + u * stride + r * kPairElems, even[u], odd[u]);
             } else {
                 even[u] = _mm512_load_ps(q);
                 odd[u] = _mm512_load_ps(q + kBlockCols);
@@ -237,11 +243,8 @@ template <int U>
 PPOLAB_AVX512F void widen_panel(float* panel, const bf16* w, int64_t stride, int64_t pairs) {
     for (int64_t r = 0; r < pairs; ++r)
         for (int u = 0; u < U; ++u) {
-            float* q = panel + (r * U + u) * 2 * kBlockCols;
             __m512 even, odd;
-            widen_pair(_mm512_load_si512(w + u * stride + r * kPairElems), even, odd);
-            _mm512_store_ps(q, even);
-            _mm512_store_ps(q + kBlockCols, odd);
+            widen_to_panel(panel + (r * U + u) * 2 * kBlockCols, w + u * stride + r * kPairElems, even, odd);
         }
 }
 
