@@ -19,7 +19,10 @@ The rounds table also prints, per workload, what SPEC §11's target over the
 better PyTorch needs: the target ratio times that round's better PyTorch,
 as a share of the same round's limit. Above 100 %, the target cannot be met
 at the speed this machine measured in that round (the "blocked on hardware"
-test); rounds whose unit figure is not sound are left out of it.
+test); rounds whose unit figure is not sound are left out of it. A median
+of per-round ratios at the target needs the target met in at least half of
+the rounds (odd count), so the median of these needs is the least share of
+the limit that meets the target in that run.
 """
 import json
 import sys
