@@ -13,7 +13,8 @@
 # workload, the medians over rounds of each side's tok/s and of the
 # per-round ratios (with their range), the ratio to the better PyTorch, and
 # the fraction of the same round's limit (the fastest BF16-capable unit
-# present for forward and LoRA, the read bandwidth for decode). The VM's
+# present for forward and LoRA, the read bandwidth for decode), and what
+# each SPEC §11 target over the better PyTorch needs of that limit. The VM's
 # speed moves ~2x within minutes: only ratios inside one round are compared.
 # Peers (each where present; --install-peers installs the PyPI ones):
 #   debian — Debian's python3-torch (1.13) at its best setting (below);
