@@ -218,19 +218,20 @@ def rounds(path):
             t = tok.get((w, p), {})
             cells.append(fmt([ours[k] / t[k] for k in ours if k in t]))
         better, need = [], []  # per round: ppolab / better torch; target x better torch / limit
-        for k in ours:
+        frac, sound = [], []  # per round: ppolab / limit, all rounds and sound ones
+        for k, v in ours.items():
+            limit = limit_tok_s(k, w)
+            counts = kind == "decode" or k not in unsound
             torch_vals = [tok[(w, p)][k] for p in TORCHES if k in tok.get((w, p), {})]
             if torch_vals:
-                better.append(ours[k] / max(torch_vals))
-                if limit_tok_s(k, w) and (kind == "decode" or k not in unsound):
-                    need.append(TARGET_OVER_TORCH[kind] * max(torch_vals) / limit_tok_s(k, w))
+                better.append(v / max(torch_vals))
+                if limit and counts:
+                    need.append(TARGET_OVER_TORCH[kind] * max(torch_vals) / limit)
+            if limit:
+                frac.append(v / limit)
+                if counts:
+                    sound.append(v / limit)
         cells.append(fmt(better))
-        frac, sound = [], []
-        for k, v in ours.items():
-            if limit_tok_s(k, w):
-                frac.append(v / limit_tok_s(k, w))
-                if kind == "decode" or k not in unsound:
-                    sound.append(v / limit_tok_s(k, w))
         cell = f"{median(frac):.0%} [{min(frac):.0%}-{max(frac):.0%}]" if frac else "-"
         if len(sound) < len(frac):
             cell += f"; sound rounds: {median(sound):.0%}" if sound else "; no sound round"
