@@ -8,11 +8,20 @@
 //   lora4      token cross-entropy over 1×128 / 4×128 tokens (full-vocab
 //              log-softmax through lm_logprobs), adapter gradients accumulated
 //
+//   lora4-products — the frozen matrix products of lora4's step alone: the
+//              seven projections of every layer and the LM head (in chunks
+//              of lm_chunk_rows), forward and backward to the input over the
+//              same 512 rows, on the same automatic paths, in the step's
+//              order; no attention, norms, softmax, SwiGLU or adapters. Its
+//              tok/s is what the step could reach if nothing but its frozen
+//              products took time (compare.py rounds: what lora4's target
+//              needs of it)
 //   decode8  — the same for 8 rows decoded together (tok/s of all 8 rows), as
 //   decode32   evaluation decoded its independent rows before session 19; for
 //              32 rows, as it decodes them now (kRowInvariantRows)
 //
-//   bench_model [--workload all|forward|decode|decode8|decode32|lora1|lora4] [--reps N] [--freeze]
+//   bench_model [--workload all|forward|decode|decode8|decode32|lora1|lora4|lora4-products] [--reps N]
+//               [--freeze]
 //               [--ab-amx | --ab-lm-chunk]
 //
 // --ab-amx alternates, repetition by repetition in one process, the frozen
@@ -53,6 +62,7 @@
 #include "model/kv_cache.h"
 #include "model/lora.h"
 #include "model/qwen2.h"
+#include "util/bf16.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -231,6 +241,67 @@ void run_lora(const Qwen2Weights& w, int64_t B, int reps) {
     report_sides("lora fwd+bwd CE " + std::to_string(B) + "x128", N, secs, cpus, extra);
 }
 
+// lora4's frozen products alone (see the header): per layer the seven
+// forwards, the LM head's forward and backward to the input chunk by chunk,
+// then per layer (last first) the seven backwards to the input, accumulating
+// where the step does (k, v, up). Inputs are BF16 values (the products round
+// theirs anyway); the outputs are not read.
+void run_products(const Qwen2Weights& w, int64_t B, int reps) {
+    const Qwen2Config& c = w.config;
+    const int64_t T = 128, N = B * T, H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+    const int64_t Q = c.num_attention_heads * c.head_dim, KV = c.kv_dim(), L = c.num_hidden_layers;
+    Philox rng(6, 3);
+    auto buffer = [&](int64_t n) {
+        std::vector<float> v(static_cast<size_t>(n));
+        for (float& x : v) x = round_to_bf16(static_cast<float>(rng.uniform() - 0.5));
+        return v;
+    };
+    // Each product's input and output: x (N, H) into q, k, v; att (N, Q) into o;
+    // x into gate, up; act (N, I) into down. Backward: the gradients of those.
+    std::vector<float> x = buffer(N * H), att = buffer(N * Q), act = buffer(N * I);
+    std::vector<float> dq = buffer(N * Q), dk = buffer(N * KV), dh = buffer(N * H), dI = buffer(N * I);
+    std::vector<float> q(N * Q), k(N * KV), o(N * H), gate(N * I), dx(N * H), datt(N * Q), dact(N * I);
+    const int64_t chunk = std::min(N, lm_chunk_rows(V));
+    std::vector<float> logits(static_cast<size_t>(chunk * V)), dlogits = buffer(chunk * V), dhid(N * H);
+    const WeightView head = w.output_matrix().view();
+    std::vector<double> secs[2], cpus[2];
+    for (int r = 0; r <= reps; ++r)
+        for (bool side : sides()) {
+            choose_side(side);
+            double t0 = now_s(), c0 = cpu_s();
+            for (int64_t l = 0; l < L; ++l) {
+                const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+                linear_forward(q.data(), x.data(), lw.q_proj.view(), N);
+                linear_forward(k.data(), x.data(), lw.k_proj.view(), N);
+                linear_forward(k.data(), x.data(), lw.v_proj.view(), N);
+                linear_forward(o.data(), att.data(), lw.o_proj.view(), N);
+                linear_forward(gate.data(), x.data(), lw.gate_proj.view(), N);
+                linear_forward(gate.data(), x.data(), lw.up_proj.view(), N);
+                linear_forward(o.data(), act.data(), lw.down_proj.view(), N);
+            }
+            for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+                const int64_t rows = std::min(chunk, N - n0);
+                linear_forward(logits.data(), x.data() + n0 * H, head, rows);
+                linear_backward_input(dhid.data() + n0 * H, dlogits.data(), head, rows);
+            }
+            for (int64_t l = L - 1; l >= 0; --l) {
+                const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+                linear_backward_input(dact.data(), dh.data(), lw.down_proj.view(), N);
+                linear_backward_input(dx.data(), dI.data(), lw.gate_proj.view(), N);
+                linear_backward_input(dx.data(), dI.data(), lw.up_proj.view(), N, /*accumulate=*/true);
+                linear_backward_input(datt.data(), dh.data(), lw.o_proj.view(), N);
+                linear_backward_input(dx.data(), dq.data(), lw.q_proj.view(), N);
+                linear_backward_input(dx.data(), dk.data(), lw.k_proj.view(), N, /*accumulate=*/true);
+                linear_backward_input(dx.data(), dk.data(), lw.v_proj.view(), N, /*accumulate=*/true);
+            }
+            if (r > 0) {
+                secs[side ? 0 : 1].push_back(now_s() - t0);
+                cpus[side ? 0 : 1].push_back(cpu_s() - c0);
+            }
+        }
+    report_sides("lora fwd+bwd CE " + std::to_string(B) + "x128 frozen products alone", N, secs, cpus, "");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -247,7 +318,7 @@ int main(int argc, char** argv) {
         else {
             std::fprintf(stderr,
                          "bench_model: unknown argument '%s'; expected --workload "
-                         "all|forward|decode|decode8|decode32|lora1|lora4, "
+                         "all|forward|decode|decode8|decode32|lora1|lora4|lora4-products, "
                          "--reps N, --freeze, --ab-amx, --ab-lm-chunk\n",
                          a.c_str());
             return 2;
@@ -269,11 +340,11 @@ int main(int argc, char** argv) {
         std::vector<std::string> todo;
         if (workload == "all") todo = {"forward", "decode", "lora1", "lora4"};
         else if (workload == "forward" || workload == "decode" || workload == "decode8" || workload == "decode32" ||
-                 workload == "lora1" || workload == "lora4")
+                 workload == "lora1" || workload == "lora4" || workload == "lora4-products")
             todo = {workload};
         else
             fail("bench_model: --workload '", workload,
-                 "'; expected all, forward, decode, decode8, decode32, lora1 or lora4");
+                 "'; expected all, forward, decode, decode8, decode32, lora1, lora4 or lora4-products");
         int failures = 0;
         for (const std::string& name : todo) {
             std::fflush(stdout);
@@ -287,6 +358,7 @@ int main(int argc, char** argv) {
                     if (name == "decode32") run_decode(w, 32, reps);
                     if (name == "lora1") run_lora(w, 1, reps);
                     if (name == "lora4") run_lora(w, 4, reps);
+                    if (name == "lora4-products") run_products(w, 4, reps);
                 } catch (const Error& e) {
                     std::fprintf(stderr, "bench_model %s: %s\n", name.c_str(), e.what());
                     _exit(1);

@@ -15,6 +15,12 @@ against this machine's own measured limits: the fastest unit that computes
 a BF16 product exactly (AMX tiles, `vdpbf16ps` or FP32 FMA) for forward and
 LoRA training, the streaming read bandwidth for decode.
 
+With bench_model's lora4-products in the rounds (the LoRA step's frozen
+products alone), the LoRA verdict also says how fast the step runs against
+its own products and what the target needs of them: above 100 %, the step
+would have to beat the time of its own frozen products on the paths this
+build takes.
+
 The rounds table also prints, per workload, what SPEC §11's target over the
 better PyTorch needs: the target ratio times that round's better PyTorch,
 as a share of the same round's limit. Above 100 %, the target cannot be met
@@ -141,6 +147,10 @@ def median(v):
 
 PEERS = ("debian", "pypi", "ipex", "llama")
 TORCHES = ("debian", "pypi", "ipex")  # "the better PyTorch": the fastest of these in the round
+# bench_model lora4-products: the LoRA step's frozen products alone (ppolab
+# only; no peer runs it). Its row shows its share of the limit; the LoRA
+# verdict adds what the target needs of it.
+PRODUCTS = "lora fwd+bwd CE 4x128 frozen products alone"
 
 
 def rounds(path):
@@ -188,7 +198,7 @@ def rounds(path):
             print(f"  round {k}: {p['bf16'][1]} on {threads} threads {p['bf16'][0]:.1f} GFLOP/s, under 1.5x "
                   f"its 1-thread {single:.1f}: not a sound limit (its shares are left out of 'sound rounds')")
     print()
-    workloads = [w for w in ("forward 1x128 full logits", "decode 64 after 64", "lora fwd+bwd CE 4x128")
+    workloads = [w for w in ("forward 1x128 full logits", "decode 64 after 64", "lora fwd+bwd CE 4x128", PRODUCTS)
                  if (w, "ppolab") in tok]
 
     def fmt(v):
@@ -237,7 +247,7 @@ def rounds(path):
             cell += f"; sound rounds: {median(sound):.0%}" if sound else "; no sound round"
         cells.append(cell)
         cell = f"{median(need):.0%} [{min(need):.0%}-{max(need):.0%}]" if need else "-"
-        if kind != "decode" and unsound & set(ours):
+        if kind != "decode" and unsound & set(ours) and need:
             cell += " (sound rounds only)"
         cells.append(cell)
         print(f"| {w} | " + " | ".join(cells) + " |")
@@ -250,6 +260,23 @@ def rounds(path):
             met = sum(1 for x in frac if x >= TARGET_OF_LIMIT[kind])
             verdicts.append(f"{w}: at least {TARGET_OF_LIMIT[kind]:.0%} of the same round's {limit_name}: "
                             f"{median(frac):.0%} (median; reached in {met} of {len(frac)} rounds)")
+        products = tok.get((PRODUCTS, "ppolab"), {})
+        if w == "lora fwd+bwd CE 4x128" and products:
+            # The same target against the step's own frozen products alone
+            # (bench_model lora4-products), in the same round.
+            step = [v / products[k] for k, v in ours.items() if k in products]
+            need_p = [TARGET_OVER_TORCH[kind] * max(tok[(w, p)][k] for p in TORCHES if k in tok.get((w, p), {}))
+                      / products[k] for k in ours if k in products
+                      and any(k in tok.get((w, p), {}) for p in TORCHES)]
+            if step:
+                verdicts.append(f"{w}: the step runs at {median(step):.0%} [{min(step):.0%}-{max(step):.0%}] of "
+                                f"its frozen products alone")
+            if need_p:
+                beyond = sum(1 for x in need_p if x > 1)
+                verdicts.append(f"{w}: {TARGET_OVER_TORCH[kind]:g}x the better torch needs {median(need_p):.0%} "
+                                f"[{min(need_p):.0%}-{max(need_p):.0%}] of the step's frozen products alone "
+                                f"(median; above 100 % in {beyond} of {len(need_p)} rounds: a step faster "
+                                f"than its own products)")
     print("\nlimits: forward 0.988 GFLOP/token, LoRA fwd+bwd >= 2 x 0.988, decode 0.988 GB of BF16 weights a token;"
           " each divided into the same round's fastest BF16-capable unit (forward, LoRA) or read bandwidth (decode)")
     print("targets (SPEC §11): a target over torch that needs more than 100 % of the limit cannot be met"

@@ -28,6 +28,9 @@
 #   llama  — llama.cpp through PyPI llama-cpp-python (built from source here),
 #            in DIR/llama-venv, on a BF16 GGUF of the same shape made by
 #            llama.cpp's convert_hf_to_gguf.py from `ppolab init-random`'s folder.
+# ppolab also runs bench_model's lora4-products in each round (the LoRA
+# step's frozen products alone): compare.py says how fast the step runs
+# against them and what the LoRA target needs of them.
 # --rounds N (default 5) rounds; matmul: one pass (ppolab vs Debian torch).
 #
 # Both sides run with GOMP_SPINCOUNT=10000 and OMP_WAIT_POLICY unset (what
@@ -185,7 +188,7 @@ for part in "${PARTS[@]}"; do
       echo "== round $r/$ROUNDS $(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg)"
       OMP_NUM_THREADS=$THREADS "$BUILD/bin/bench_peak" --seconds 0.3 --trials 2 | tag "$r" peak
       # bench_model forks one child per workload after making the weights once.
-      for w in forward decode lora4; do
+      for w in forward decode lora4 lora4-products; do
         OMP_NUM_THREADS=$THREADS "$BUILD/bin/bench_model" --workload $w --reps "$MODEL_REPS" "${FREEZE[@]}" |
           tag "$r" ppolab
       done
