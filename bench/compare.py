@@ -228,13 +228,15 @@ def rounds(path):
             t = tok.get((w, p), {})
             cells.append(fmt([ours[k] / t[k] for k in ours if k in t]))
         better, need = [], []  # per round: ppolab / better torch; target x better torch / limit
+        best_torch = {}  # round -> the better torch's tok/s
         frac, sound = [], []  # per round: ppolab / limit, all rounds and sound ones
         for k, v in ours.items():
             limit = limit_tok_s(k, w)
             counts = kind == "decode" or k not in unsound
             torch_vals = [tok[(w, p)][k] for p in TORCHES if k in tok.get((w, p), {})]
             if torch_vals:
-                better.append(v / max(torch_vals))
+                best_torch[k] = max(torch_vals)
+                better.append(v / best_torch[k])
                 if limit and counts:
                     need.append(TARGET_OVER_TORCH[kind] * max(torch_vals) / limit)
             if limit:
@@ -265,9 +267,7 @@ def rounds(path):
             # The same target against the step's own frozen products alone
             # (bench_model lora4-products), in the same round.
             step = [v / products[k] for k, v in ours.items() if k in products]
-            need_p = [TARGET_OVER_TORCH[kind] * max(tok[(w, p)][k] for p in TORCHES if k in tok.get((w, p), {}))
-                      / products[k] for k in ours if k in products
-                      and any(k in tok.get((w, p), {}) for p in TORCHES)]
+            need_p = [TARGET_OVER_TORCH[kind] * t / products[k] for k, t in best_torch.items() if k in products]
             if step:
                 verdicts.append(f"{w}: the step runs at {median(step):.0%} [{min(step):.0%}-{max(step):.0%}] of "
                                 f"its frozen products alone")
