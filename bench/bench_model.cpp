@@ -12,7 +12,8 @@
 //              seven projections of every layer and the LM head (in chunks
 //              of lm_chunk_rows), forward and backward to the input over the
 //              same 512 rows, on the same automatic paths, in the step's
-//              order; no attention, norms, softmax, SwiGLU or adapters. Its
+//              order (but each LM-head chunk's backward right after its
+//              forward); no attention, norms, softmax, SwiGLU or adapters. Its
 //              tok/s is what the step could reach if nothing but its frozen
 //              products took time (compare.py rounds: what lora4's target
 //              needs of it)
