@@ -10,13 +10,16 @@ durations (keys named `seconds`, `*_seconds`, `seconds_*`, `iteration_seconds`),
 `peak_rss_bytes`, speeds (`tokens_per_second`), `code_sha256`, hashes of files
 that hold durations or the code hash (`generations_sha256`, `state_file`, the
 resume checks' file and content sha256), and the run
-folder's own absolute path (replaced by RUN). Exit 0 and `same` when nothing
+folder's own absolute path (replaced by RUN), and results.json's `engine`
+(the instruction sets and kernels that ran: under engine.numerics =
+canonical they change no number). A run stopped by --until is compared on
+the stage files it has. Exit 0 and `same` when nothing
 else differs; otherwise the first differences, by path, and exit 1.
 Python standard library only.
 """
 import json, pathlib, re, sys
 
-IGNORED = re.compile(r'^(seconds|.*_seconds|seconds_.*|iteration_seconds|peak_rss_bytes|code_sha256|'
+IGNORED = re.compile(r'^(engine|seconds|.*_seconds|seconds_.*|iteration_seconds|peak_rss_bytes|code_sha256|'
                      r'generations_sha256|state_file|tokens_per_second|.*_content_sha256|restarted_from|readable_roots|final_dir|written_this_run|'
                      r'.*_sha256_of_state|continuous_sha256|resume_sha256|first_sha256|second_sha256|first_file|second_file)$')
 
@@ -47,7 +50,7 @@ def diff(a, b, where, out):
 
 
 def files(root):
-    rels = ['results.json']
+    rels = ['results.json'] if (root / 'results.json').is_file() else []  # a run stopped with --until has none
     for stage in ('pretrain', 'sft', 'reward', 'ppo', 'eval', 'base'):
         d = root / stage
         if d.is_dir():

@@ -67,6 +67,7 @@ static int run_pretrain(const Args& args) {
     // --replicate K: a replicate that pretrains its own base (replicates.repretrain_base).
     const RunLayout run = run_layout(args, study);
     const StudyConfig study_config = StudyConfig::parse(study);
+    engine_apply(study_config.engine);
     if (run.is_replicate() && !run.own_base)
         fail("--replicate ", args.get("replicate"), ": the replicates share the study's base ",
              "(replicates.repretrain_base = false); pretrain it once, without --replicate");

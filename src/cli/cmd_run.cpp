@@ -343,6 +343,7 @@ json reward_test_summary(const RunLayout& chain) {
 // every chain's seed, judge accuracy and test success.
 json gather_results(const RunLayout& run, const json& config, const json& state, const std::vector<Step>& steps) {
     const StudyConfig cfg = StudyConfig::parse(config);
+    engine_apply(cfg.engine);
     const std::vector<RunLayout> chains = study_chains(run, cfg);
     const RunLayout& first = chains.front();
     json r;
@@ -490,6 +491,7 @@ int run_study(const Args& args) {
     if (!options["model"].is_null()) model_arg = {"--model", options["model"].get<std::string>()};
 
     const int64_t replicates = StudyConfig::parse(config).replicates.count;
+    engine_apply(StudyConfig::parse(config).engine);                  // the dispatch report below names the mode
     parallel::my_chunks(StudyConfig::parse(config).parallel.chunks);  // W must divide parallel.chunks: refused now
     if (world.size > 1 && (args.has("votes") || !state["options"].value("feedback", json()).is_null()))
         fail("a judge from votes (--votes) is trained by one process; under mpirun (", world.size,

@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "kernels/matmul_backend.h"
+#include "kernels/numerics.h"
 #include "parallel/world.h"
 #include "util/error.h"
 
@@ -77,7 +78,8 @@ int main(int argc, char** argv) {
         return 1;
     };
     try {
-        bf16_products_native();  // a bad PPOLAB_BF16_PRODUCTS fails here, not inside a product
+        numerics_check_environment();  // a bad PPOLAB_ISA fails here, by name
+        bf16_products_native();        // a bad PPOLAB_BF16_PRODUCTS fails here, not inside a product
         if (world.size > 1 && !cli::data_parallel(rest[0]))
             fail("ppolab ", rest[0], " runs as one process; under mpirun (", world.size,
                  " ranks) only the data-parallel commands run: ", cli::data_parallel_commands());

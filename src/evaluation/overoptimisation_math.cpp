@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 
+#include "util/canon_math.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -68,7 +69,7 @@ OveroptFit fit_two_columns(const std::vector<double>& d, const std::vector<doubl
     std::vector<double> dk, rk;
     informative_points(d, r, fit, dk, rk);
     std::vector<double> x2(dk.size());
-    for (size_t i = 0; i < dk.size(); ++i) x2[i] = rl ? -dk[i] * std::log(dk[i]) : -dk[i] * dk[i];
+    for (size_t i = 0; i < dk.size(); ++i) x2[i] = rl ? -dk[i] * canon_log(dk[i]) : -dk[i] * dk[i];
     OveroptFit f;
     least_squares_2(dk, x2, rk, fit, f.alpha, f.beta);
     f.points = static_cast<int64_t>(dk.size());
@@ -79,7 +80,7 @@ OveroptFit fit_two_columns(const std::vector<double>& d, const std::vector<doubl
     }
     f.rmse = std::sqrt(sse / static_cast<double>(dk.size()));
     f.has_peak = f.beta > 0 && (rl || f.alpha > 0);
-    f.d_star = !f.has_peak ? kNaN : rl ? std::exp(f.alpha / f.beta - 1.0) : f.alpha / (2.0 * f.beta);
+    f.d_star = !f.has_peak ? kNaN : rl ? canon_exp(f.alpha / f.beta - 1.0) : f.alpha / (2.0 * f.beta);
     return f;
 }
 
@@ -124,7 +125,7 @@ double best_of_n_estimate(const std::vector<double>& proxy, const std::vector<do
 double kl_best_of_n(int64_t n) {
     if (n < 1) fail("kl_best_of_n: n must be at least 1; got ", n);
     const auto x = static_cast<double>(n);
-    return std::log(x) - (x - 1.0) / x;
+    return canon_log(x) - (x - 1.0) / x;
 }
 
 OveroptFit fit_best_of_n(const std::vector<double>& d, const std::vector<double>& r) {

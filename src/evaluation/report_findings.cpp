@@ -10,6 +10,7 @@
 #include "evaluation/report.h"
 #include "evaluation/report_internal.h"
 #include "training/run_layout.h"
+#include "util/canon_math.h"
 #include "util/error.h"
 
 namespace ppolab::report_detail {
@@ -228,7 +229,7 @@ PlotSeries fit_curve(const Fit& f, bool rl, double d_max, const std::string& nam
     for (int k = 1; k <= kPoints; ++k) {
         const double d = d_max * k / kPoints;
         s.x.push_back(d);
-        s.y.push_back(d * (f.alpha - f.beta * (rl ? std::log(d) : d)));
+        s.y.push_back(d * (f.alpha - f.beta * (rl ? canon_log(d) : d)));
     }
     return s;
 }

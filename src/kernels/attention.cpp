@@ -9,6 +9,25 @@
 // The KV heads of a group collect the gradients of all its query heads; the
 // backward runs one (batch row, KV head) per task so no two threads write
 // the same dk/dv.
+//
+// One order of operations on every path (the float generic loops, AVX2,
+// AVX-512, and the decode), so all give the same bits, whatever the thread
+// count, the batch or the other rows (no FMA: -ffp-contract=off):
+//   S[t,s]   = (Σ_d q[d]·k[d], d ascending, a product then a sum) · scale + 0
+//   max      exact (any order); e = exp(S − max): simd::vexp / canon_expf
+//   Σ_s e    one running sum over the visible keys, s ascending, from +0
+//            (keys hidden by padding, the causal order or another branch add
+//            exact zeros in the vector paths: no change); P = e · (1/Σ)
+//   out[t]   = Σ_s P[t,s]·v[s], s ascending from +0 (masked or future keys
+//            add exact zeros in the vector paths: no change)
+//   dP       as S's dot; Σ_s P·dP one running sum, s ascending;
+//            dS = P·(dP − Σ)·scale; dq = Σ_s dS·k (s ascending);
+//            dk, dv: Σ over the group's heads ascending, then t ascending.
+// attention_decode computes a position exactly as attention_forward does
+// (same scores, same sums, same P·V order): decode = prefill. The sums run
+// over keys, never over lanes by position, so a row's bytes do not depend on
+// its left padding or on the branches packed beside it either (a rollout
+// re-scored in another batch gives the sampler's bits).
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -19,6 +38,7 @@
 #include <vector>
 
 #include "kernels/simd.h"
+#include "util/canon_math.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -31,6 +51,23 @@ static void attention_check(const AttentionShape& s) {
 
 // Threads only pay off above ~0.1 MFLOP (tiny test shapes run inline).
 static bool attention_parallel(const AttentionShape& s) { return s.B * s.nH * s.T * s.T * s.hd > 65536; }
+
+// e^x: canon_expf for float (simd::vexp's scalar twin), std::exp for double
+// (gradient checks only: never a saved result).
+template <typename T>
+static T attention_exp(T x) {
+    if constexpr (std::is_same_v<T, float>) return canon_expf(x);
+    else return std::exp(x);
+}
+
+// Σ_d a[d]·b[d], d ascending, each product then a sum (the vector paths'
+// order for every score and every dP).
+template <typename T>
+static T attention_dot(const T* a, const T* b, int64_t hd) {
+    T dot = 0;
+    for (int64_t d = 0; d < hd; ++d) dot += a[d] * b[d];
+    return dot;
+}
 
 template <typename T>
 static void attention_forward_generic(T* out, T* probs, const T* q, const T* k, const T* v, const uint8_t* mask,
@@ -55,20 +92,17 @@ static void attention_forward_generic(T* out, T* probs, const T* q, const T* k, 
                 for (int64_t j = 0; j <= t; ++j) {
                     if (!attention_visible(mb[j], mb[t])) continue;
                     const T* kj = k + ((b * Tn + j) * nKV + kvh) * hd;  // (hd)
-                    T dot = 0;
-#pragma omp simd reduction(+ : dot)
-                    for (int64_t d = 0; d < hd; ++d) dot += qt[d] * kj[d];
-                    p[j] = dot * scale;
-                    mx = std::max(mx, p[j]);
+                    p[j] = attention_dot(qt, kj, hd) * scale + T(0);    // + 0: as the vector path's bias
+                    mx = p[j] > mx ? p[j] : mx;
                 }
-                T sum = 0;
+                T sum = 0;  // Σ_j e_j, j ascending
                 for (int64_t j = 0; j <= t; ++j) {
                     if (!attention_visible(mb[j], mb[t])) continue;
-                    p[j] = std::exp(p[j] - mx);
+                    p[j] = attention_exp(p[j] - mx);
                     sum += p[j];
                 }
                 const T inv = T(1) / sum;
-                for (int64_t j = 0; j <= t; ++j) {
+                for (int64_t j = 0; j <= t; ++j) {  // out = Σ_j p_j v_j, j ascending
                     if (!attention_visible(mb[j], mb[t])) continue;
                     p[j] *= inv;
                     const T* vj = v + ((b * Tn + j) * nKV + kvh) * hd;  // (hd)
@@ -107,15 +141,12 @@ static void attention_backward_generic(T* dq, T* dk, T* dv, const T* dout, const
                         const T* p = probs + ((b * nH + h) * Tn + t) * Tn;  // (T)
                         const T* go = dout + ((b * Tn + t) * nH + h) * hd;  // (hd)
                         const T* qt = q + ((b * Tn + t) * nH + h) * hd;     // (hd)
-                        T dot_pdp = 0;
+                        T dot_pdp = 0;                                      // Σ_j P·dP, j ascending
                         for (int64_t j = 0; j <= t; ++j) {
                             if (!attention_visible(mb[j], mb[t])) continue;
                             const T* vj = v + ((b * Tn + j) * nKV + kvh) * hd;  // (hd)
-                            T dp = 0;
-#pragma omp simd reduction(+ : dp)
-                            for (int64_t d = 0; d < hd; ++d) dp += go[d] * vj[d];
-                            ds[j] = dp;
-                            dot_pdp += p[j] * dp;
+                            ds[j] = attention_dot(go, vj, hd);
+                            dot_pdp += p[j] * ds[j];
                         }
                         for (int64_t j = 0; j <= t; ++j) {
                             if (!attention_visible(mb[j], mb[t])) continue;
@@ -368,13 +399,10 @@ PPOLAB_SIMD_INLINE void attn_forward_head(float* out, float* probs, const float*
                 m = x > m ? x : m;
             }
             const float mx = vhmax(m);
-            V sum = V{};
-            for (int64_t j = j0; j < j1; j += L) {
-                const V e = vexp<V>(vload<V>(Sr + j) - mx);
-                vstore(Sr + j, e);
-                sum += e;
-            }
-            const float inv = 1.f / vhsum(sum);
+            for (int64_t j = j0; j < j1; j += L) vstore(Sr + j, vexp<V>(vload<V>(Sr + j) - mx));
+            float sum = 0.f;  // Σ_j e_j, j ascending (hidden keys: exact zeros)
+            for (int64_t j = j0; j < j1; ++j) sum += Sr[j];
+            const float inv = 1.f / sum;
             for (int64_t j = j0; j < j1; j += L) vstore(Sr + j, vload<V>(Sr + j) * inv);
             std::fill(p, p + j0, 0.f);
             std::copy(Sr + j0, Sr + std::min(j1, Tn), p + j0);
@@ -452,9 +480,8 @@ PPOLAB_SIMD_INLINE void attn_backward_group(float* dq, float* dk, float* dv, con
                 }
                 std::copy(ph + t * Tn + j0, ph + t * Tn + t + 1, Pr + j0);
                 std::fill(Pr + t + 1, Pr + j1, 0.f);
-                V acc = V{};
-                for (int64_t j = j0; j < j1; j += L) acc += vload<V>(Pr + j) * vload<V>(dPr + j);
-                const float dot = vhsum(acc);
+                float dot = 0.f;  // Σ_j P·dP, j ascending (hidden keys: exact zeros)
+                for (int64_t j = j0; j < j1; ++j) dot += Pr[j] * dPr[j];
                 std::fill(dSr, dSr + j0, 0.f);
                 for (int64_t j = j0; j < j1; j += L)
                     vstore(dSr + j, vload<V>(Pr + j) * (vload<V>(dPr + j) - dot) * scale);
@@ -504,19 +531,19 @@ PPOLAB_SIMD_INLINE void attn_decode_group(float* out, const float* q, const floa
             const vf8 qv = vload<vf8>(qt + d * 8);
             for (int jj = 0; jj < 4; ++jj) acc[jj] += qv * vbcast<vf8>(kb + (j + jj) * kvstride + d);
         }
-        for (int jj = 0; jj < 4; ++jj) vstore(sc + (j + jj) * 8, mb[j + jj] ? acc[jj] * scale : minus_inf);
+        for (int jj = 0; jj < 4; ++jj) vstore(sc + (j + jj) * 8, mb[j + jj] ? acc[jj] * scale + 0.f : minus_inf);
     }
     for (; j < S; ++j) {
         vf8 acc = {};
         for (int64_t d = 0; d < hd; ++d) acc += vload<vf8>(qt + d * 8) * vbcast<vf8>(kb + j * kvstride + d);
-        vstore(sc + j * 8, mb[j] ? acc * scale : minus_inf);
+        vstore(sc + j * 8, mb[j] ? acc * scale + 0.f : minus_inf);
     }
     vf8 mx = vload<vf8>(sc + (S - 1) * 8);  // a real position
     for (j = first; j < S; ++j) {
         const vf8 x = vload<vf8>(sc + j * 8);
         mx = x > mx ? x : mx;
     }
-    vf8 sum = {};
+    vf8 sum = {};  // per head (lane), Σ_j e_j, j ascending, as the forward
     for (j = first; j < S; ++j) {
         const vf8 e = vexp<vf8>(vload<vf8>(sc + j * 8) - mx);
         vstore(sc + j * 8, e);
@@ -637,16 +664,13 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
                 for (int64_t j = 0; j < S; ++j) {
                     if (!mb[j]) continue;
                     const float* kj = kcache + ((b * S_max + j) * nKV + kvh) * hd;  // (hd)
-                    float dot = 0;
-#pragma omp simd reduction(+ : dot)
-                    for (int64_t d = 0; d < hd; ++d) dot += qh[d] * kj[d];
-                    p[j] = dot * scale;
-                    mx = std::max(mx, p[j]);
+                    p[j] = attention_dot(qh, kj, hd) * scale + 0.f;
+                    mx = p[j] > mx ? p[j] : mx;
                 }
-                float sum = 0;
+                float sum = 0.f;  // Σ_j e_j, j ascending, as the forward
                 for (int64_t j = 0; j < S; ++j) {
                     if (!mb[j]) continue;
-                    p[j] = std::exp(p[j] - mx);
+                    p[j] = canon_expf(p[j] - mx);
                     sum += p[j];
                 }
                 const float inv = 1.f / sum;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "kernels/matmul_backend.h"
+#include "kernels/numerics.h"
 #include "kernels/simd.h"
 #include "kernels/unit_rates.h"
 
@@ -29,6 +30,10 @@ const char* level_name(simd::SimdLevel l) {
 
 DispatchReport dispatch_report() {
     DispatchReport r;
+    r.numerics = numerics_name(numerics_mode());
+    const IsaCap cap = isa_cap();
+    r.isa = cap == IsaCap::native ? std::string("native (") + isa_cap_name(isa_cpu_best()) + ")"
+                                  : std::string(isa_cap_name(cap)) + " (PPOLAB_ISA)";
     r.build = PPOLAB_NATIVE_BUILD ? "native (PPOLAB_NATIVE=ON, -march=native)" : "x86-64 baseline (PPOLAB_NATIVE=OFF)";
     __builtin_cpu_init();
     r.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -43,6 +48,11 @@ DispatchReport dispatch_report() {
     std::string no_amx;
     const bool amx = amx_frozen_products(&no_amx);
     r.frozen_products = amx ? "amx" : !r.avx512 ? "dnnl" : vdpbf16 ? "dnnl+vnni" : "vnni_fma";
+    if (numerics_canonical()) {
+        const char* level = level_name(simd::simd_cpu_level());
+        r.decode_products = std::string("canonical_") + (std::string(level) == "portable" ? "scalar" : level);
+        r.frozen_products = r.avx512 ? "vnni_fma" : r.decode_products;
+    }
     r.frozen_why = amx ? "" : no_amx;
     const dnnl_version_t* v = dnnl_version();
     char buf[64];
@@ -59,7 +69,22 @@ DispatchReport dispatch_report() {
 std::string dispatch_text(const DispatchReport& r) {
     auto yn = [](bool b) { return b ? "yes" : "no"; };
     char buf[1024];
+    if (r.numerics == "canonical") {
+        std::snprintf(buf, sizeof buf,
+                      "numerics         canonical (the reference arithmetic: the same bytes on every path)\n"
+                      "instruction sets %s\n"
+                      "build            %s\n"
+                      "cpu              avx2+fma %s, avx512 %s, avx512_bf16 %s, amx_bf16 %s\n"
+                      "layer kernels    %s (rmsnorm, rope, swiglu, attention, sampling, exact KL)\n"
+                      "products         %s; the frozen base's %s\n",
+                      r.isa.c_str(), r.build.c_str(), yn(r.avx2_fma), yn(r.avx512), yn(r.avx512_bf16), yn(r.amx_bf16),
+                      r.layer_kernels.c_str(), r.decode_products.c_str(),
+                      r.frozen_products == "vnni_fma" ? "FP32 FMA on the VNNI pack" : "the same");
+        return buf;
+    }
     std::snprintf(buf, sizeof buf,
+                  "numerics         fast (the CPU's fastest paths: bytes depend on them)\n"
+                  "instruction sets %s\n"
                   "build            %s\n"
                   "cpu              avx2+fma %s, avx512 %s, avx512_bf16 %s, amx_bf16 %s\n"
                   "layer kernels    %s (rmsnorm, rope, swiglu, attention, sampling, exact KL)\n"
@@ -68,7 +93,7 @@ std::string dispatch_text(const DispatchReport& r) {
                   "other products   %s (dispatches by itself; ONEDNN_VERBOSE=1 names its kernels)\n"
                   "BF16 products    %s\n"
                   "                 (%s)\n",
-                  r.build.c_str(), yn(r.avx2_fma), yn(r.avx512), yn(r.avx512_bf16), yn(r.amx_bf16),
+                  r.isa.c_str(), r.build.c_str(), yn(r.avx2_fma), yn(r.avx512), yn(r.avx512_bf16), yn(r.amx_bf16),
                   r.layer_kernels.c_str(), r.decode_products.c_str(),
                   r.frozen_products == "amx" ? "amx (tdpbf16ps; every BF16 product of the frozen base, decode included)"
                   : r.frozen_products == "dnnl+vnni"
@@ -87,7 +112,21 @@ std::string dispatch_text(const DispatchReport& r) {
 }
 
 json dispatch_json(const DispatchReport& r) {
+    if (r.numerics == "canonical")
+        return {{"numerics", r.numerics},
+                {"isa", r.isa},
+                {"build", r.build},
+                {"cpu",
+                 {{"avx2_fma", r.avx2_fma},
+                  {"avx512", r.avx512},
+                  {"avx512_bf16", r.avx512_bf16},
+                  {"amx_bf16", r.amx_bf16}}},
+                {"layer_kernels", r.layer_kernels},
+                {"products", r.decode_products},
+                {"frozen_products", r.frozen_products}};
     return {
+        {"numerics", r.numerics},
+        {"isa", r.isa},
         {"build", r.build},
         {"cpu",
          {{"avx2_fma", r.avx2_fma}, {"avx512", r.avx512}, {"avx512_bf16", r.avx512_bf16}, {"amx_bf16", r.amx_bf16}}},

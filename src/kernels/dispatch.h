@@ -5,7 +5,8 @@
 // kernels (matmul_avx512.cpp), chosen at run time from cpuid, and oneDNN
 // dispatches its own products. `ppolab version` and `ppolab run` print this
 // report, so a number can always be tied to the path that computed it
-// (same seed, same bytes holds on the same paths).
+// (under engine.numerics = canonical the bytes are the same on every path;
+// under fast, the same seed gives the same bytes on the same paths).
 #pragma once
 #include <string>
 
@@ -14,6 +15,8 @@
 namespace ppolab {
 
 struct DispatchReport {
+    std::string numerics;   // "canonical" | "fast" (numerics.h)
+    std::string isa;        // the instruction-set cap: "native (avx512_bf16)" | "scalar (PPOLAB_ISA)" | …
     std::string build;      // "x86-64 baseline (PPOLAB_NATIVE=OFF)" | "native (-march=native)"
     bool avx2_fma = false;  // cpuid
     bool avx512 = false;    // F, BW, VL, DQ

@@ -10,7 +10,9 @@
 // expensive), and the backward recomputes them; with one, the forward
 // writes all N rows into it and the backward reads them. The
 // matmuls go through matmul.h; the per-row exp passes run on whole vectors
-// (simd.h). The backward skips rows whose dlogp is 0 (prompt tokens,
+// (simd.h) and give the same bits on every path: the exp is simd::vexp or
+// its scalar twin canon_expf, Σ exp is one 16-lane association of doubles,
+// log is canon_log (row_logsumexp below). The backward skips rows whose dlogp is 0 (prompt tokens,
 // padding): their dh is 0 and they cost nothing.
 #include "kernels/lm_head.h"
 
@@ -23,6 +25,7 @@
 
 #include "kernels/matmul_backend.h"
 #include "kernels/simd.h"
+#include "util/canon_math.h"
 #include "util/error.h"
 
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -70,42 +73,51 @@ void lm_check(const int32_t* targets, WeightView W, int64_t N) {
             fail("lm_logprobs: target of row ", n, " is ", targets[n], "; expected a token id in [0, ", W.rows, ")");
 }
 
-// log Σ_v exp z[v]: max pass, then Σ exp(z − max) in 4 vector accumulators
-// (64 partial sums on AVX-512: each adds ~V/64 terms, so float rounding stays ~1e-7).
-template <class V>
+// log Σ_v exp z[v], the same bits on every path: the maximum (exact in any
+// order; NaN never wins; a −0 maximum is made +0), then Σ_v e^(z[v] − max)
+// with e^ from simd::vexp / its scalar twin canon_expf, each term widened to
+// double and added in the 16-lane association (simd.h: lane v mod 16, then
+// the fixed tree), then max + log Σ with canon_log.
+float lm_lse_finish(float mx, double* lanes) { return mx + static_cast<float>(canon_log(lanes16_close(lanes))); }
+
+// V: L floats (the exp); VH: L/2 floats, widened into VD.
+template <class V, class VH, class VD>
 PPOLAB_SIMD_INLINE float lm_logsumexp(const float* z, int64_t n) {
-    constexpr int64_t L = sizeof(V) / 4;
-    float mx = -std::numeric_limits<float>::infinity();
+    constexpr int64_t L = sizeof(V) / 4, H = L / 2;
+    V m = V{} - std::numeric_limits<float>::infinity();
     int64_t i = 0;
-    if (n >= L) {
-        V m = vload<V>(z);
-        for (i = L; i + L <= n; i += L) {
-            const V x = vload<V>(z + i);
-            m = x > m ? x : m;
-        }
-        mx = vhmax(m);
+    for (; i + L <= n; i += L) {
+        const V x = vload<V>(z + i);
+        m = x > m ? x : m;
     }
-    for (; i < n; ++i) mx = std::max(mx, z[i]);
-    V acc[4] = {};
-    for (i = 0; i + 4 * L <= n; i += 4 * L)
-        for (int a = 0; a < 4; ++a) acc[a] += vexp<V>(vload<V>(z + i + a * L) - mx);
-    for (; i + L <= n; i += L) acc[0] += vexp<V>(vload<V>(z + i) - mx);
-    float sum = vhsum((acc[0] + acc[1]) + (acc[2] + acc[3]));
-    for (; i < n; ++i) sum += std::exp(z[i] - mx);
-    return mx + std::log(sum);
+    float mx = vhmax(m);
+    for (; i < n; ++i) mx = z[i] > mx ? z[i] : mx;
+    mx = mx + 0.f;
+    Lanes16<VD, double> acc;
+    for (i = 0; i + L <= n; i += L) {
+        const V e = vexp<V>(vload<V>(z + i) - mx);
+        VH half[2];
+        std::memcpy(half, &e, sizeof e);
+        acc.add(i, __builtin_convertvector(half[0], VD));
+        acc.add(i + H, __builtin_convertvector(half[1], VD));
+    }
+    double lanes[16];
+    acc.store(lanes);
+    for (; i < n; ++i) lanes[i % 16] += static_cast<double>(canon_expf(z[i] - mx));
+    return lm_lse_finish(mx, lanes);
 }
 
-// z[v] ← −g · exp(z[v] − lse)
+// z[v] ← e^(z[v] − lse) · (−g), elementwise (vexp lanes, canon_expf tails).
 template <class V>
 PPOLAB_SIMD_INLINE void lm_scaled_softmax(float* z, int64_t n, float lse, float g) {
     constexpr int64_t L = sizeof(V) / 4;
     int64_t i = 0;
     for (; i + L <= n; i += L) vstore(z + i, vexp<V>(vload<V>(z + i) - lse) * -g);
-    for (; i < n; ++i) z[i] = -g * std::exp(z[i] - lse);
+    for (; i < n; ++i) z[i] = canon_expf(z[i] - lse) * -g;
 }
 
-PPOLAB_SIMD_AVX2 float lm_logsumexp_avx2(const float* z, int64_t n) { return lm_logsumexp<vf8>(z, n); }
-PPOLAB_SIMD_AVX512 float lm_logsumexp_avx512(const float* z, int64_t n) { return lm_logsumexp<vf16>(z, n); }
+PPOLAB_SIMD_AVX2 float lm_logsumexp_avx2(const float* z, int64_t n) { return lm_logsumexp<vf8, vf4, vd4>(z, n); }
+PPOLAB_SIMD_AVX512 float lm_logsumexp_avx512(const float* z, int64_t n) { return lm_logsumexp<vf16, vf8, vd8>(z, n); }
 PPOLAB_SIMD_AVX2 void lm_scaled_softmax_avx2(float* z, int64_t n, float lse, float g) {
     lm_scaled_softmax<vf8>(z, n, lse, g);
 }
@@ -113,23 +125,26 @@ PPOLAB_SIMD_AVX512 void lm_scaled_softmax_avx512(float* z, int64_t n, float lse,
     lm_scaled_softmax<vf16>(z, n, lse, g);
 }
 
+}  // namespace
+
 float row_logsumexp(const float* z, int64_t n) {
     if (simd_has_avx512()) return lm_logsumexp_avx512(z, n);
     if (simd_has_avx2()) return lm_logsumexp_avx2(z, n);
     float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, z[i]);
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(z[i] - mx);
-    return mx + static_cast<float>(std::log(sum));
+    for (int64_t i = 0; i < n; ++i) mx = z[i] > mx ? z[i] : mx;
+    mx = mx + 0.f;
+    double lanes[16] = {};
+    for (int64_t i = 0; i < n; ++i) lanes[i % 16] += static_cast<double>(canon_expf(z[i] - mx));
+    return lm_lse_finish(mx, lanes);
 }
 
 void row_scaled_softmax(float* z, int64_t n, float lse, float g) {
     if (simd_has_avx512()) return lm_scaled_softmax_avx512(z, n, lse, g);
     if (simd_has_avx2()) return lm_scaled_softmax_avx2(z, n, lse, g);
-    for (int64_t i = 0; i < n; ++i) z[i] = -g * std::exp(z[i] - lse);
+    for (int64_t i = 0; i < n; ++i) z[i] = canon_expf(z[i] - lse) * -g;
 }
 
-}  // namespace
+namespace {}  // namespace
 
 int64_t lm_chunk_rows(int64_t V) {
     return std::max(kLmMinChunk, lm_chunk_bytes / (std::max<int64_t>(V, 1) * int64_t{sizeof(float)}) / 32 * 32);

@@ -51,4 +51,13 @@ void lm_logprobs_forward(float* logp, const float* h, const int32_t* targets, We
 void lm_logprobs_backward(float* dh, float* dW, const float* dlogp, const float* h, const int32_t* targets,
                           WeightView W, int64_t N, LmKeep* keep = nullptr);
 
+// The per-row passes, the same bits on every path (AVX-512, AVX2, portable)
+// and thread count. row_logsumexp: log Σ_i e^(z[i]) as max + log Σ_i
+// e^(z[i] − max), the exp canon_expf (= simd::vexp lanes), the terms widened
+// to double and summed in 16 interleaved lanes (lane i mod 16, i ascending)
+// closed by the fixed tree of simd.h, the log canon_log.
+float row_logsumexp(const float* z, int64_t n);
+// z[i] ← e^(z[i] − lse) · (−g), elementwise with the same exp.
+void row_scaled_softmax(float* z, int64_t n, float lse, float g);
+
 }  // namespace ppolab

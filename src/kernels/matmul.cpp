@@ -14,6 +14,7 @@
 #include <atomic>
 
 #include "kernels/matmul_backend.h"
+#include "kernels/numerics.h"
 #include "kernels/simd.h"
 #include "util/error.h"
 
@@ -42,6 +43,15 @@ constexpr int64_t kVnniMinWidth = 512;
 // session 18), larger products of other weights to oneDNN.
 MatmulPath choose(int64_t M, int64_t N, int64_t K, Product product, WeightType type, bool frozen) {
     MatmulPath p = forced_path.load(std::memory_order_relaxed);
+    if (p == MatmulPath::automatic && numerics_canonical()) {
+        // The reference's sums only (numerics.h): the frozen base's forward
+        // and backward to the input on its VNNI pack with FMA where AVX-512
+        // is there (the same sums: matmul_vnni_avx512.cpp), every other
+        // product on the canonical kernels.
+        const bool vnni = frozen && type == WeightType::bf16 && product != Product::backward_weight &&
+                          simd::simd_level() == simd::SimdLevel::avx512;
+        return vnni ? MatmulPath::small_m_vnni : MatmulPath::canonical;
+    }
     if (p == MatmulPath::automatic) {
         const bool tiles = frozen && type == WeightType::bf16 && amx_frozen_products();
         // FP32 weights (LoRA adapters: K or N = the rank) take the small-M
@@ -86,6 +96,10 @@ const char* path_name(MatmulPath p) {
             return small_m_vnni_uses_dpbf16() ? "small_m_vnni_avx512" : "small_m_vnni_fma_avx512";
         case MatmulPath::amx: return "amx";
         case MatmulPath::dnnl: return "dnnl";
+        case MatmulPath::canonical:
+            return simd::simd_level() == simd::SimdLevel::avx512 ? "canonical_avx512"
+                   : simd::simd_level() == simd::SimdLevel::avx2 ? "canonical_avx2"
+                                                                 : "canonical_scalar";
         default: return "portable";
     }
 }
@@ -123,6 +137,7 @@ void linear_forward(float* Y, const float* X, WeightView W, int64_t M, bool accu
         case MatmulPath::small_m_vnni: return matmul_detail::small_m_vnni_forward(Y, X, W, M, accumulate);
         case MatmulPath::amx: return matmul_detail::amx_forward(Y, X, W, M, accumulate);
         case MatmulPath::dnnl: return matmul_detail::dnnl_forward(Y, X, W, M, accumulate);
+        case MatmulPath::canonical: return matmul_detail::canonical_forward(Y, X, W, M, accumulate);
         default: return matmul_detail::portable_forward(Y, X, W, M, accumulate);
     }
 }
@@ -138,6 +153,7 @@ void linear_backward_input(float* dX, const float* dY, WeightView W, int64_t M, 
         case MatmulPath::portable: return matmul_detail::portable_backward_input(dX, dY, W, M, accumulate);
         case MatmulPath::amx: return matmul_detail::amx_backward_input(dX, dY, W, M, accumulate);
         case MatmulPath::small_m_vnni: return matmul_detail::small_m_vnni_backward_input(dX, dY, W, M, accumulate);
+        case MatmulPath::canonical: return matmul_detail::canonical_backward_input(dX, dY, W, M, accumulate);
         default: return matmul_detail::dnnl_backward_input(dX, dY, W, M, accumulate);
     }
 }
@@ -146,8 +162,9 @@ void linear_backward_weight(float* dW, const float* dY, const float* X, int64_t 
                             WeightType inputs) {
     PPOLAB_ASSERT(M >= 0 && N >= 0 && K >= 0);
     if (M == 0 || N == 0 || K == 0) return;
-    if (choose(M, N, K, Product::backward_weight, inputs, false) == MatmulPath::portable)
-        return matmul_detail::portable_backward_weight(dW, dY, X, M, N, K, inputs);
+    const MatmulPath p = choose(M, N, K, Product::backward_weight, inputs, false);
+    if (p == MatmulPath::canonical) return matmul_detail::canonical_backward_weight(dW, dY, X, M, N, K, inputs);
+    if (p == MatmulPath::portable) return matmul_detail::portable_backward_weight(dW, dY, X, M, N, K, inputs);
     matmul_detail::dnnl_backward_weight(dW, dY, X, M, N, K, inputs);
 }
 

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/numerics.h"
 #include "kernels/unit_rates.h"
 #include "util/error.h"
 
@@ -292,7 +293,8 @@ AmxPack amx_pack(const WeightView& W, AmxOperand op) {
 }
 
 bool matmul_has_amx() {
-    static const bool has = matmul_has_avx512bf16() && unit_rates::request_amx_tiles(nullptr);
+    static const bool has =
+        matmul_has_avx512bf16() && isa_cap() >= IsaCap::amx && unit_rates::request_amx_tiles(nullptr);
     return has;
 }
 
@@ -313,6 +315,10 @@ bool amx_allowed(std::string* why) {
         if (why) *why = "switched off by PPOLAB_AMX=off";
         return false;
     }
+    if (numerics_canonical()) {
+        if (why) *why = "engine.numerics = canonical";
+        return false;
+    }
     if (!amx_switched_on.load(std::memory_order_relaxed)) {
         if (why) *why = "switched off by matmul_set_amx_allowed(false)";
         return false;
@@ -320,7 +326,8 @@ bool amx_allowed(std::string* why) {
     if (matmul_has_amx()) return true;
     if (why) {
         std::string reason;
-        *why = !unit_rates::cpu_has_amx_bf16()           ? "no AMX-BF16/AMX-TILE in cpuid"
+        *why = isa_cap() < IsaCap::amx                   ? std::string("PPOLAB_ISA=") + isa_cap_name(isa_cap())
+               : !unit_rates::cpu_has_amx_bf16()         ? "no AMX-BF16/AMX-TILE in cpuid"
                : !matmul_has_avx512bf16()                ? "no AVX-512 BF16 for the operand conversion"
                : !unit_rates::request_amx_tiles(&reason) ? reason
                                                          : "unavailable";

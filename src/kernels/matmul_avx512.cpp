@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/matmul_backend.h"
+#include "kernels/numerics.h"
 #include "kernels/simd.h"
 #include "util/error.h"
 
@@ -41,7 +42,7 @@ bool matmul_has_avx512bf16() {
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512bf16");
+               __builtin_cpu_supports("avx512bf16") && isa_cap() >= IsaCap::avx512_bf16;
     }();
     return has;
 }
@@ -371,7 +372,8 @@ void small_m_f32(float* Y, const float* X, const float* W, int64_t M, int64_t N,
 void convert_to_bf16(bf16* out, const float* in, int64_t n) {
     const int64_t chunk = 1 << 15;
     const int64_t chunks = (n + chunk - 1) / chunk;
-    const bool fast = matmul_has_avx512bf16();
+    // vcvtne2ps2bf16 flushes denormal inputs to zero: fast mode only (numerics.h).
+    const bool fast = matmul_has_avx512bf16() && !numerics_canonical();
     auto convert = [&](int64_t c) {
         const int64_t b = c * chunk, e = std::min(n, b + chunk);
         if (fast) {

@@ -40,8 +40,15 @@
 //              instruction a BF16 product runs as an FP32 product of the
 //              BF16-rounded values (Bf16Products below).
 //   portable — plain C++ loops with split accumulators (any x86-64 CPU).
+//   canonical — the reference's arithmetic exactly (matmul_canonical.cpp):
+//              k ascending, FP32 FMA from +0, on AVX-512, AVX2 or one
+//              core without vectors, whichever the CPU (capped by
+//              PPOLAB_ISA) has.
 // Every path implements the contract of matmul.h exactly (same rounding of
 // the input to BF16, FP32 accumulation); they differ only in summation order.
+// Under engine.numerics = canonical (numerics.h) the automatic choice takes
+// only the paths whose sums are the reference's bit for bit: canonical, and
+// for the frozen base on AVX-512 small_m_vnni with FMA (never `vdpbf16ps`).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -51,7 +58,7 @@
 
 namespace ppolab {
 
-enum class MatmulPath { automatic, small_m, small_m_vnni, amx, dnnl, portable };
+enum class MatmulPath { automatic, small_m, small_m_vnni, amx, dnnl, portable, canonical };
 
 // Rows up to which the automatic path uses the small-M kernels (or, for
 // tiny BF16 weights, the portable loops), whatever K: row invariance (matmul.h).
@@ -198,6 +205,10 @@ void portable_backward_input(float* dX, const float* dY, WeightView W, int64_t M
 // inputs = bf16: dY and X rounded to BF16 (held exactly in FP32) first.
 void portable_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K,
                               WeightType inputs = WeightType::f32);
+void canonical_forward(float* Y, const float* X, WeightView W, int64_t M, bool accumulate);
+void canonical_backward_input(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate);
+void canonical_backward_weight(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K,
+                               WeightType inputs = WeightType::f32);
 }  // namespace matmul_detail
 
 }  // namespace ppolab

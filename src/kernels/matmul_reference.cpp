@@ -1,7 +1,14 @@
-// matmul_reference.cpp — reference implementation of matmul.h (plain
-// loops, FP32 accumulation in index order): the oracle of the fast backend.
+// matmul_reference.cpp — reference implementation of matmul.h, and the
+// definition of the canonical arithmetic (numerics.h): each output is one
+// FP32 accumulator that starts at +0 and takes one fma per term, in index
+// order (k for the forward, n for the backward to the input, m for the
+// weight gradient); with accumulate the finished sum is then added to the
+// destination. The canonical paths (matmul_canonical.cpp, and the VNNI
+// pack's FMA kernel) must equal it bit for bit; the fast paths equal it up
+// to summation order. Slow on purpose: one output at a time.
 #include "kernels/matmul_reference.h"
 
+#include <cmath>
 #include <vector>
 
 namespace ppolab {
@@ -15,39 +22,42 @@ static float weight_at(const WeightView& W, int64_t n, int64_t k) {
                                       : static_cast<const float*>(W.data)[n * W.cols + k];
 }
 
+static float input_at(const float* x, int64_t i, bool round) { return round ? round_to_bf16(x[i]) : x[i]; }
+
 void linear_forward_reference(float* Y, const float* X, WeightView W, int64_t M, bool accumulate) {
     const int64_t N = W.rows, K = W.cols;
-    std::vector<float> x(K);
-#pragma omp parallel for firstprivate(x) schedule(static) if (M * N * K >= kParallelWork)
-    for (int64_t m = 0; m < M; ++m) {
-        for (int64_t k = 0; k < K; ++k) x[k] = W.type == WeightType::bf16 ? round_to_bf16(X[m * K + k]) : X[m * K + k];
+    const bool round = W.type == WeightType::bf16;
+#pragma omp parallel for schedule(static) if (M * N * K >= kParallelWork)
+    for (int64_t m = 0; m < M; ++m)
         for (int64_t n = 0; n < N; ++n) {
             float acc = 0.f;
-            for (int64_t k = 0; k < K; ++k) acc += x[k] * weight_at(W, n, k);
+            for (int64_t k = 0; k < K; ++k) acc = std::fma(input_at(X, m * K + k, round), weight_at(W, n, k), acc);
             Y[m * N + n] = accumulate ? Y[m * N + n] + acc : acc;
         }
-    }
 }
 
 void linear_backward_input_reference(float* dX, const float* dY, WeightView W, int64_t M, bool accumulate) {
     const int64_t N = W.rows, K = W.cols;
+    const bool round = W.type == WeightType::bf16;
 #pragma omp parallel for schedule(static) if (M * N * K >= kParallelWork)
-    for (int64_t m = 0; m < M; ++m) {
-        std::vector<float> acc(K, 0.f);
-        for (int64_t n = 0; n < N; ++n) {
-            float g = W.type == WeightType::bf16 ? round_to_bf16(dY[m * N + n]) : dY[m * N + n];
-            for (int64_t k = 0; k < K; ++k) acc[k] += g * weight_at(W, n, k);
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < K; ++k) {
+            float acc = 0.f;
+            for (int64_t n = 0; n < N; ++n) acc = std::fma(input_at(dY, m * N + n, round), weight_at(W, n, k), acc);
+            dX[m * K + k] = accumulate ? dX[m * K + k] + acc : acc;
         }
-        for (int64_t k = 0; k < K; ++k) dX[m * K + k] = accumulate ? dX[m * K + k] + acc[k] : acc[k];
-    }
 }
 
-void linear_backward_weight_reference(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K) {
+void linear_backward_weight_reference(float* dW, const float* dY, const float* X, int64_t M, int64_t N, int64_t K,
+                                      WeightType inputs) {
+    const bool round = inputs == WeightType::bf16;
 #pragma omp parallel for schedule(static) if (M * N * K >= kParallelWork)
     for (int64_t n = 0; n < N; ++n)
-        for (int64_t m = 0; m < M; ++m) {
-            float g = dY[m * N + n];
-            for (int64_t k = 0; k < K; ++k) dW[n * K + k] += g * X[m * K + k];
+        for (int64_t k = 0; k < K; ++k) {
+            float acc = 0.f;
+            for (int64_t m = 0; m < M; ++m)
+                acc = std::fma(input_at(dY, m * N + n, round), input_at(X, m * K + k, round), acc);
+            dW[n * K + k] += acc;
         }
 }
 

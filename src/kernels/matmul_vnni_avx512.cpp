@@ -54,6 +54,7 @@
 
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_backend.h"
+#include "kernels/numerics.h"
 #include "kernels/simd.h"
 #include "util/error.h"
 
@@ -372,7 +373,8 @@ void product(float* Y, const XElem<op>* X, int64_t ldx, int64_t M, int64_t K, co
 
 }  // namespace
 
-bool small_m_vnni_uses_dpbf16() { return matmul_has_avx512bf16() && bf16_products_native(); }
+// Never under engine.numerics = canonical: `vdpbf16ps` sums pairs and flushes denormals.
+bool small_m_vnni_uses_dpbf16() { return !numerics_canonical() && matmul_has_avx512bf16() && bf16_products_native(); }
 
 namespace matmul_detail {
 

@@ -1,13 +1,17 @@
 // rope.cpp — rotary position embedding, Hugging Face Qwen2 convention (see rope.h).
 // Pair i of a head is (x[i], x[i + d/2]), rotated by angle p · θ^(-2i/d).
 // Angles and their cos/sin are computed in double and rounded once to T;
-// a per-thread table (positions × d/2) is built once and reused.
+// a per-thread table (positions × d/2) is built once and reused. θ^(2i/d),
+// cos and sin are ppolab's own (util/canon_math.h), so the table — and the
+// rotation, a fixed sequence of products and sums — has the same bits on
+// every CPU.
 #include "kernels/rope.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "util/canon_math.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -44,12 +48,12 @@ const RopeTable<T>& rope_table(const int32_t* positions, int64_t N, int64_t head
         table.sin.resize(static_cast<size_t>(rows * half));
         std::vector<double> inv_freq(half);  // (head_dim/2)
         for (int64_t i = 0; i < half; ++i)
-            inv_freq[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+            inv_freq[i] = 1.0 / canon_pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
         for (int64_t p = 0; p < rows; ++p)
             for (int64_t i = 0; i < half; ++i) {
                 const double a = static_cast<double>(p) * inv_freq[i];
-                table.cos[p * half + i] = static_cast<T>(std::cos(a));
-                table.sin[p * half + i] = static_cast<T>(std::sin(a));
+                table.cos[p * half + i] = static_cast<T>(canon_cos(a));
+                table.sin[p * half + i] = static_cast<T>(canon_sin(a));
             }
     }
     return table;

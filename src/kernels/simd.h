@@ -13,6 +13,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/numerics.h"
+#include "util/canon_math.h"
+
 // Every helper taking or returning a vector is always inlined: no ABI is involved.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -78,73 +81,61 @@ PPOLAB_SIMD_INLINE float vhmax(V v) {
     return m;
 }
 
-// e^x: 2^n · e^r with n = round(x·log2 e), r = x − n·ln 2 (two-part ln 2) and
-// the Cephes expf polynomial on |r| ≤ ln2/2 (relative error < 2e-7). x below
-// −87.34 (e^x under FLT_MIN, and −∞) gives exactly 0.
+// e^x on float lanes: canon_math.h's body (the Cephes expf polynomial, see
+// canon_detail::exp_f32), so every lane equals canon_expf of it bit for bit —
+// scalar paths and tails use canon_expf. x below −87.34 (e^x under FLT_MIN,
+// and −∞) gives exactly 0.
 template <class V>
 PPOLAB_SIMD_INLINE V vexp(V x) {
-    using VI = decltype(x < x);
-    const VI tiny = x < -87.33654f;
-    x = tiny ? V{} - 87.33654f : x;  // (constants) keeps −∞ out of the arithmetic below
-    x = x > 88.37626f ? V{} + 88.37626f : x;
-    const V t = x * 1.44269504088896341f + 12582912.f;  // round to nearest via 1.5·2^23
-    const V n = t - 12582912.f;
-    V r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    V y = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    y = y * r + 8.3334519073e-3f;
-    y = y * r + 4.1665795894e-2f;
-    y = y * r + 1.6666665459e-1f;
-    y = y * r + 5.0000001201e-1f;
-    y = y * r * r + r + 1.f;
-    const VI e = ((VI)t - 0x4B400000 + 127) << 23;
-    const V p = y * (V)e;
-    return tiny ? V{} : p;  // exactly 0
+    return canon_detail::exp_f32<V, decltype(x < x)>(x);
 }
 
-// e^x in float64: 2^n · e^r with n = round(x·log2 e), r = x − n·ln 2 (two-part
-// ln 2, the high part's n·ln2_hi exact), and e^r by its Taylor series to
-// r^13/13! (truncation under 5e-18 relative on |r| ≤ ln2/2), in Horner form:
-// within a few ulp of std::exp (tested). x below −708.39 (e^x under DBL_MIN,
-// and −∞) gives exactly 0; x above 709 gives e^709.
+// e^x on float64 lanes: canon_math.h's body (see canon_detail::exp_f64), so
+// every lane equals canon_exp of it bit for bit: within 1.5 ulp of e^x, +0 below
+// −745.13, +∞ above log(DBL_MAX), denormal results rounded once.
 template <class VD>
 PPOLAB_SIMD_INLINE VD vexp_f64(VD x) {
-    using VI = decltype(x < x);                    // int64 lanes
-    constexpr double kRound = 6755399441055744.0;  // 1.5·2^52: adding it rounds to an integer
-    const VI tiny = x < -708.39;
-    x = tiny ? VD{} - 708.39 : x;  // (constants) keeps −∞ out of the arithmetic below
-    x = x > 709.0 ? VD{} + 709.0 : x;
-    const VD t = x * 1.4426950408889634 + kRound;
-    const VD n = t - kRound;
-    VD r = x - n * 0.6931471803691238;   // ln 2 high part (21 trailing zero bits)
-    r = r - n * 1.9082149292705877e-10;  // ln 2 − high part
-    VD y = VD{} + 1.0 / 6227020800.0;    // 1/13!
-    y = y * r + 1.0 / 479001600.0;
-    y = y * r + 1.0 / 39916800.0;
-    y = y * r + 1.0 / 3628800.0;
-    y = y * r + 1.0 / 362880.0;
-    y = y * r + 1.0 / 40320.0;
-    y = y * r + 1.0 / 5040.0;
-    y = y * r + 1.0 / 720.0;
-    y = y * r + 1.0 / 120.0;
-    y = y * r + 1.0 / 24.0;
-    y = y * r + 1.0 / 6.0;
-    y = y * r + 0.5;
-    y = y * r + 1.0;
-    y = y * r + 1.0;
-    const VI e = ((VI)t - (VI)(VD{} + kRound) + 1023) << 52;  // 2^n, n in [−1022, 1023]
-    const VD p = y * (VD)e;
-    return tiny ? VD{} : p;  // exactly 0
+    return canon_detail::exp_f64<VD, decltype(x < x)>(x);
 }
+
+// ---------------------------------------------------------------------------
+// The one association of every float/double reduction that reaches a result:
+// 16 interleaved partial sums — element i (in increasing i) goes to lane
+// i mod 16, each lane starting from +0 — closed by a fixed tree:
+// a[l] += a[l + 8] for l < 8, then + 4, + 2, + 1. The AVX-512 paths keep the
+// 16 lanes in one vf16 (or two vd8), AVX2 in two vf8 (or four vd4), scalar
+// code in a T[16]; tails go to their lanes one element at a time. Adding +0
+// to a lane never changes it (a lane that starts at +0 is never −0), so
+// entries a path adds as exact zeros (masked scores, padding) change nothing.
+template <class T>
+PPOLAB_SIMD_INLINE T lanes16_close(T* a) {
+    for (int w = 8; w >= 1; w /= 2)
+        for (int l = 0; l < w; ++l) a[l] += a[l + w];
+    return a[0];
+}
+
+// 16 partial sums of T (float or double) in vectors VT of L lanes: add(i, x)
+// adds the L elements i, …, i + L − 1 (i a multiple of L) to their lanes.
+template <class VT, class T>
+struct Lanes16 {
+    static constexpr int L = sizeof(VT) / sizeof(T), N = 16 / L;
+    VT acc[N] = {};
+    PPOLAB_SIMD_INLINE void add(int64_t i, VT x) { acc[(i / L) % N] += x; }
+    // The lanes in order, for scalar tails and the close.
+    PPOLAB_SIMD_INLINE void store(T* a) const { std::memcpy(a, acc, sizeof acc); }
+};
 
 // The instruction sets the kernels have paths for, in order.
 enum class SimdLevel { portable, avx2, avx512 };
 
 // What this CPU runs (checked once, cpuid): AVX-512 means F/BW/VL/DQ, AVX2 means AVX2 + FMA.
+// PPOLAB_ISA (numerics.h) lowers it: scalar → portable, avx2 → avx2.
 inline SimdLevel simd_cpu_level() {
     static const SimdLevel level = [] {
+        const IsaCap cap = isa_cap();
+        if (cap == IsaCap::scalar) return SimdLevel::portable;
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && cap != IsaCap::avx2)
             return SimdLevel::avx512;
         if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdLevel::avx2;
         return SimdLevel::portable;

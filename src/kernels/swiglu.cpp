@@ -2,13 +2,17 @@
 //   σ = 1/(1+e^(−g)),  silu(g) = g·σ,  silu'(g) = σ·(1 + g·(1 − σ))
 //   dgate = dout · up · silu'(gate),  dup = dout · silu(gate)   (both overwritten)
 // The float path runs on whole vectors with simd.h's exp (AVX-512 or AVX2,
-// as the CPU has); double (gradient checks) and other CPUs use std::exp.
+// as the CPU has); the scalar float path (other CPUs, and the vector paths'
+// tails) uses its twin canon_expf and the same operations in the same
+// order, so every path gives the same bits. Only the double instantiation
+// (gradient checks, never a saved result) uses std::exp.
 #include "kernels/swiglu.h"
 
 #include <cmath>
 #include <type_traits>
 
 #include "kernels/simd.h"
+#include "util/canon_math.h"
 
 #pragma GCC diagnostic ignored "-Wpsabi"
 
@@ -20,11 +24,18 @@ using namespace simd;
 
 constexpr int64_t kBlock = 8192;  // elements per OpenMP work item
 
+// e^x: canon_expf for float (the vector lanes' twin), std::exp for double.
+template <typename T>
+PPOLAB_SIMD_INLINE T swiglu_exp(T x) {
+    if constexpr (std::is_same_v<T, float>) return canon_expf(x);
+    else return std::exp(x);
+}
+
 template <typename T>
 PPOLAB_SIMD_INLINE void swiglu_forward_scalar(T* out, const T* gate, const T* up, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
         const T g = gate[i];
-        out[i] = g / (T(1) + std::exp(-g)) * up[i];
+        out[i] = g / (T(1) + swiglu_exp<T>(-g)) * up[i];
     }
 }
 
@@ -32,7 +43,7 @@ template <typename T>
 PPOLAB_SIMD_INLINE void swiglu_backward_scalar(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
         const T g = gate[i];
-        const T sig = T(1) / (T(1) + std::exp(-g));
+        const T sig = T(1) / (T(1) + swiglu_exp<T>(-g));
         const T d = dout[i];
         dgate[i] = d * up[i] * sig * (T(1) + g * (T(1) - sig));
         dup[i] = d * g * sig;

@@ -1,16 +1,20 @@
 // sampling.cpp — the per-row passes over the vocabulary (sampling.h): the
 // maximum, Σ_v e^{z_v − max} in float64, and the inverse-CDF scan, each with
 // an AVX-512 (8 float64 lanes) and an AVX2 (4 lanes) copy of the portable
-// loop, chosen at run time (simd.h). The vector copies take e^x from
-// simd::vexp_f64 (within 2 ulp of std::exp) and sum Σ in lanes, so their
-// log-probs may differ from the portable loop's in the last bits; the scan
-// adds the terms one at a time in token order, as the portable loop does, so
-// the first token whose cumulative sum passes u·Σ is the one picked.
+// loop, chosen at run time (simd.h). Every path gives the same bits: e^x is
+// canon_exp (util/canon_math.h), which simd::vexp_f64 equals lane for lane;
+// Σ is one association on every path — 16 interleaved partial sums (token v
+// in lane v mod 16, v ascending) closed by simd.h's fixed tree; the scan
+// adds the terms one at a time in token order on every path, so the first
+// token whose cumulative sum passes u·Σ is the one picked; log is canon_log.
+// A −0 maximum is made +0 (the max is otherwise exact in any order).
 #include "model/sampling.h"
 
 #include <cmath>
 
+#include "kernels/lm_head.h"
 #include "kernels/simd.h"
+#include "util/canon_math.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -25,10 +29,11 @@ double max_portable(const float* z, int64_t V) {
     return mx;
 }
 
-// Σ_{i ≥ from} e^{z_i − mx} added to s (the portable loop, and the vector loop's tail).
-double sum_exp_portable(const float* z, int64_t from, int64_t V, double mx, double s = 0) {
-    for (int64_t i = from; i < V; ++i) s += std::exp(static_cast<double>(z[i]) - mx);
-    return s;
+// e^{z_i − mx} for i ≥ from added to the 16 lanes (lane i mod 16), then the
+// lanes closed (the portable loop, and the vector loop's tail).
+double sum_exp_portable(const float* z, int64_t from, int64_t V, double mx, double* lanes) {
+    for (int64_t i = from; i < V; ++i) lanes[i % 16] += canon_exp(static_cast<double>(z[i]) - mx);
+    return simd::lanes16_close(lanes);
 }
 
 // The first token whose cumulative sum passes `target` (and whose term is
@@ -37,7 +42,7 @@ double sum_exp_portable(const float* z, int64_t from, int64_t V, double mx, doub
 // token `pick` so far (the vector loop's tail); true when found.
 bool pick_portable(const float* z, int64_t from, int64_t V, double mx, double target, double& cum, int64_t& pick) {
     for (int64_t i = from; i < V; ++i) {
-        const double e = std::exp(static_cast<double>(z[i]) - mx);
+        const double e = canon_exp(static_cast<double>(z[i]) - mx);
         if (e > 0) pick = i;
         cum += e;
         if (cum > target && e > 0) return true;
@@ -65,12 +70,12 @@ PPOLAB_SIMD_INLINE double max_simd(const float* z, int64_t V) {
 template <class VD, class VF>
 PPOLAB_SIMD_INLINE double sum_exp_simd(const float* z, int64_t V, double mx) {
     constexpr int64_t L = sizeof(VD) / sizeof(double);
-    VD acc{};
+    simd::Lanes16<VD, double> acc;
     int64_t i = 0;
-    for (; i + L <= V; i += L) acc += simd::vexp_f64(__builtin_convertvector(simd::vload<VF>(z + i), VD) - mx);
-    double s = 0;
-    for (int64_t l = 0; l < L; ++l) s += acc[l];
-    return sum_exp_portable(z, i, V, mx, s);
+    for (; i + L <= V; i += L) acc.add(i, simd::vexp_f64(__builtin_convertvector(simd::vload<VF>(z + i), VD) - mx));
+    double lanes[16];
+    acc.store(lanes);
+    return sum_exp_portable(z, i, V, mx, lanes);
 }
 
 template <class VD, class VF>
@@ -112,13 +117,14 @@ double max_logit(const float* logits, int64_t V) {
                       : simd::simd_has_avx2() ? max_avx2(logits, V)
                                               : max_portable(logits, V);
     if (!std::isfinite(mx)) fail("sampling: logits are not finite (max ", mx, ")");
-    return mx;
+    return mx + 0.0;  // a −0 maximum made +0
 }
 
 double sum_exp(const float* logits, int64_t V, double mx) {
     if (simd::simd_has_avx512()) return sum_exp_avx512(logits, V, mx);
     if (simd::simd_has_avx2()) return sum_exp_avx2(logits, V, mx);
-    return sum_exp_portable(logits, 0, V, mx);
+    double lanes[16] = {};
+    return sum_exp_portable(logits, 0, V, mx, lanes);
 }
 
 int64_t pick(const float* logits, int64_t V, double mx, double target) {
@@ -130,12 +136,17 @@ int64_t pick(const float* logits, int64_t V, double mx, double target) {
     return i;
 }
 
+// The chosen token's log-prob exactly as the trainer computes it for the same
+// logits (lm_logprobs_forward: z[token] − row_logsumexp(z), in FP32), so a
+// rollout's sampling log-probs are its teacher-forced ones bit for bit.
+float token_logprob(const float* logits, int64_t V, int64_t token) { return logits[token] - row_logsumexp(logits, V); }
+
 }  // namespace
 
 double log_softmax_at(const float* logits, int64_t V, int64_t token) {
     PPOLAB_ASSERT(token >= 0 && token < V);
     const double mx = max_logit(logits, V);
-    return static_cast<double>(logits[token]) - mx - std::log(sum_exp(logits, V, mx));
+    return static_cast<double>(logits[token]) - mx - canon_log(sum_exp(logits, V, mx));
 }
 
 SampledToken sample_greedy(const float* logits, int64_t V) {
@@ -143,8 +154,7 @@ SampledToken sample_greedy(const float* logits, int64_t V) {
     const double mx = max_logit(logits, V);  // the largest logit (an error if none is finite)
     int64_t best = 0;
     while (static_cast<double>(logits[best]) != mx) ++best;  // the first: ties keep the lowest id
-    return {static_cast<int32_t>(best),
-            static_cast<float>(static_cast<double>(logits[best]) - mx - std::log(sum_exp(logits, V, mx)))};
+    return {static_cast<int32_t>(best), token_logprob(logits, V, best)};
 }
 
 SampledToken sample_temperature1(const float* logits, int64_t V, Philox& rng) {
@@ -157,8 +167,7 @@ SampledToken sample_temperature1_at(const float* logits, int64_t V, double u) {
     const double z = sum_exp(logits, V, mx);
     const int64_t i = pick(logits, V, mx, u * z);  // u · Σ exp: the CDF without dividing every term
     PPOLAB_ASSERT(i >= 0);
-    const double logp = static_cast<double>(logits[i]) - mx - std::log(z);
-    return {static_cast<int32_t>(i), static_cast<float>(logp)};
+    return {static_cast<int32_t>(i), token_logprob(logits, V, i)};
 }
 
 }  // namespace ppolab

@@ -6,7 +6,10 @@
 // Σ_{j≤i} p_j > u (inverse CDF), p the float64 softmax of the logits. The
 // generator's (seed, stream, counter) is its whole state, so a resumed run
 // draws the same tokens.
-// Both return the token's log-prob under the logits: log_softmax(logits)[token].
+// Both return the token's log-prob under the logits, log_softmax(logits)[token],
+// computed as the trainer computes it (lm_head.h: z[token] − row_logsumexp(z)
+// in FP32), so a sampled token's log-prob is its teacher-forced one bit for
+// bit wherever the logits are (numerics.h: decode = prefill).
 #pragma once
 #include <cstdint>
 
@@ -16,7 +19,7 @@ namespace ppolab {
 
 struct SampledToken {
     int32_t token = -1;
-    float logp = 0;  // log_softmax(logits)[token]
+    float logp = 0;  // log_softmax(logits)[token], lm_head.h's arithmetic
 };
 
 SampledToken sample_greedy(const float* logits, int64_t V);

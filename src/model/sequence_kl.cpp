@@ -5,7 +5,12 @@
 //   KL = Σ_v p_v (log p_v − log q_v) = A / S_p − (log S_p − log S_q)
 // — two exponentials per vocabulary entry, in one pass after the maxima,
 // 8 (AVX-512) or 4 (AVX2) float64 lanes at a time (simd.h vexp_f64) where the
-// CPU has them. Bit-identical logits give A = 0 and S_p = S_q: exactly 0.
+// CPU has them. Every path gives the same bits: e^x is canon_exp
+// (util/canon_math.h), which vexp_f64 equals lane for lane; S_p, S_q and A
+// are each summed in one association — 16 interleaved partial sums (entry v
+// in lane v mod 16, v ascending) closed by simd.h's fixed tree; log is
+// canon_log; the maxima are exact (a −0 maximum made +0).
+// Bit-identical logits give A = 0 and S_p = S_q: exactly 0.
 // The positions' terms are summed over the response positions of a row in
 // position order.
 #include "model/sequence_kl.h"
@@ -17,6 +22,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/simd.h"
+#include "util/canon_math.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -26,23 +32,27 @@ namespace {
 // The position's result from its sums (the formula above).
 SequenceKl finish_position(const float* zp, const float* zq, int32_t target, double mxp, double mxq, double sp,
                            double sq, double a) {
-    const double log_ratio = std::log(sp) - std::log(sq), lp = mxp + std::log(sp), lq = mxq + std::log(sq);
+    const double log_ratio = canon_log(sp) - canon_log(sq), lp = mxp + canon_log(sp), lq = mxq + canon_log(sq);
     const double k1 = (static_cast<double>(zp[target]) - lp) - (static_cast<double>(zq[target]) - lq);
     return SequenceKl{a / sp - log_ratio, k1};
 }
 
-// The sums of the formula above over entries [v, V), added to s (the
-// portable loop, and the vector loop's tail).
+// The sums of the formula above, 16 lanes each (entry v in lane v mod 16).
 struct KlSums {
-    double sp = 0, sq = 0, a = 0;
+    double sp[16] = {}, sq[16] = {}, a[16] = {};
 };
-void add_terms(const float* zp, const float* zq, int64_t v, int64_t V, double mxp, double mxq, KlSums& s) {
+// Entries [v, V) added to their lanes (the portable loop, and the vector
+// loop's tail), then the position's result from the closed lanes.
+SequenceKl add_terms_and_finish(const float* zp, const float* zq, int64_t v, int64_t V, int32_t target, double mxp,
+                                double mxq, KlSums& s) {
     for (; v < V; ++v) {
-        const double p = static_cast<double>(zp[v]) - mxp, q = static_cast<double>(zq[v]) - mxq, e = std::exp(p);
-        s.sp += e;
-        s.sq += std::exp(q);
-        s.a += e * (p - q);
+        const double p = static_cast<double>(zp[v]) - mxp, q = static_cast<double>(zq[v]) - mxq, e = canon_exp(p);
+        s.sp[v % 16] += e;
+        s.sq[v % 16] += canon_exp(q);
+        s.a[v % 16] += e * (p - q);
     }
+    return finish_position(zp, zq, target, mxp, mxq, simd::lanes16_close(s.sp), simd::lanes16_close(s.sq),
+                           simd::lanes16_close(s.a));
 }
 
 SequenceKl position_kl_portable(const float* zp, const float* zq, int64_t V, int32_t target) {
@@ -52,12 +62,11 @@ SequenceKl position_kl_portable(const float* zp, const float* zq, int64_t V, int
         mxq = std::max(mxq, static_cast<double>(zq[v]));
     }
     KlSums s;
-    add_terms(zp, zq, 0, V, mxp, mxq, s);
-    return finish_position(zp, zq, target, mxp, mxq, s.sp, s.sq, s.a);
+    return add_terms_and_finish(zp, zq, 0, V, target, mxp + 0.0, mxq + 0.0, s);
 }
 
 // VD: L float64 lanes, VF: L floats (widened into VD). The tail past the last
-// whole vector is added lane-free with std::exp.
+// whole vector goes to its lanes one entry at a time with canon_exp.
 template <class VD, class VF>
 PPOLAB_SIMD_INLINE SequenceKl position_kl_simd(const float* zp, const float* zq, int64_t V, int32_t target) {
     using namespace simd;
@@ -73,20 +82,21 @@ PPOLAB_SIMD_INLINE SequenceKl position_kl_simd(const float* zp, const float* zq,
     float fp = mp[0], fq = mq[0];
     for (int64_t i = 1; i < L; ++i) fp = std::max(fp, mp[i]), fq = std::max(fq, mq[i]);
     for (; v < V; ++v) fp = std::max(fp, zp[v]), fq = std::max(fq, zq[v]);
-    const double mxp = fp, mxq = fq;
-    VD sp{}, sq{}, a{};
+    const double mxp = static_cast<double>(fp) + 0.0, mxq = static_cast<double>(fq) + 0.0;
+    Lanes16<VD, double> sp, sq, a;
     for (v = 0; v + L <= V; v += L) {
         const VD p = __builtin_convertvector(vload<VF>(zp + v), VD) - mxp;
         const VD q = __builtin_convertvector(vload<VF>(zq + v), VD) - mxq;
         const VD e = vexp_f64(p);
-        sp += e;
-        sq += vexp_f64(q);
-        a += e * (p - q);
+        sp.add(v, e);
+        sq.add(v, vexp_f64(q));
+        a.add(v, e * (p - q));
     }
     KlSums s;
-    for (int64_t i = 0; i < L; ++i) s.sp += sp[i], s.sq += sq[i], s.a += a[i];
-    add_terms(zp, zq, v, V, mxp, mxq, s);
-    return finish_position(zp, zq, target, mxp, mxq, s.sp, s.sq, s.a);
+    sp.store(s.sp);
+    sq.store(s.sq);
+    a.store(s.a);
+    return add_terms_and_finish(zp, zq, v, V, target, mxp, mxq, s);
 }
 
 PPOLAB_SIMD_AVX512 SequenceKl position_kl_avx512(const float* zp, const float* zq, int64_t V, int32_t target) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "util/canon_math.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -122,8 +123,9 @@ void AdamW::step(double lr) {
     const float one_minus_beta1 = static_cast<float>(1.0 - config_.beta1);
     const float beta2 = static_cast<float>(config_.beta2);
     const float one_minus_beta2 = static_cast<float>(1.0 - config_.beta2);
-    const double bias_correction1 = 1.0 - std::pow(config_.beta1, t);
-    const double bias_correction2 = 1.0 - std::pow(config_.beta2, t);
+    // β^t with ppolab's own pow (util/canon_math.h): the same bits on every CPU.
+    const double bias_correction1 = 1.0 - canon_pow(config_.beta1, t);
+    const double bias_correction2 = 1.0 - canon_pow(config_.beta2, t);
     const float neg_step_size = static_cast<float>(-(lr / bias_correction1));
     const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
     const float eps = static_cast<float>(config_.eps);

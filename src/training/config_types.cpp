@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "kernels/numerics.h"
 #include "model/tensor_table.h"
 #include "training/study_config.h"
 #include "util/error.h"
@@ -138,6 +139,7 @@ PPOLAB_FIELD_TABLE(EvaluationConfig, PPOLAB_EVALUATION_FIELDS)
 PPOLAB_FIELD_TABLE(FeedbackConfig, PPOLAB_FEEDBACK_FIELDS)
 PPOLAB_FIELD_TABLE(CheckpointConfig, PPOLAB_CHECKPOINT_FIELDS)
 PPOLAB_FIELD_TABLE(ParallelSection, PPOLAB_PARALLEL_FIELDS)
+PPOLAB_FIELD_TABLE(EngineSection, PPOLAB_ENGINE_FIELDS)
 PPOLAB_FIELD_TABLE(StudySection, PPOLAB_STUDY_FIELDS)
 PPOLAB_FIELD_TABLE(ReplicatesSection, PPOLAB_REPLICATES_FIELDS)
 PPOLAB_FIELD_TABLE(StudyConfig, PPOLAB_TOP_FIELDS)
@@ -289,6 +291,7 @@ void for_each_section(F&& f) {
     f("checkpoint", "how often resume states are written (0: never; outside the config hash)",
       &StudyConfig::checkpoint);
     f("parallel", "how an update's work is cut for data-parallel ranks (SPEC §13)", &StudyConfig::parallel);
+    f("engine", "how the numbers are computed: the canonical arithmetic or the CPU's fastest", &StudyConfig::engine);
 }
 
 // An object whose keys are exactly `known`: unknown keys are refused with
@@ -325,6 +328,10 @@ void check_across_fields(const StudyConfig& s) {
 }
 
 }  // namespace
+
+void engine_apply(const EngineSection& engine) {
+    numerics_set_mode(numerics_parse(engine.numerics, "config engine.numerics"));
+}
 
 StudyConfig StudyConfig::parse(const json& c) {
     std::vector<std::string> top = names_of<StudyConfig>();

@@ -306,6 +306,19 @@ struct ParallelSection {
     PPOLAB_PARALLEL_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
 
+// engine: how the numbers are computed (kernels/numerics.h). In the config
+// hash: the two modes give different bytes.
+#define PPOLAB_ENGINE_FIELDS(X)                                                                                \
+    X(std::string, numerics, "name", field::one_of({"canonical", "fast"}),                                     \
+      "canonical: the reference arithmetic, the same bytes on every x86-64 CPU, thread count, world size and " \
+      "batch; fast: the CPU's fastest paths (AMX tiles, vdpbf16ps, oneDNN), bytes that depend on them")
+struct EngineSection {
+    PPOLAB_ENGINE_FIELDS(PPOLAB_CONFIG_MEMBER)
+};
+// Sets the process's arithmetic to engine.numerics (numerics_set_mode):
+// every stage calls it before it computes anything.
+void engine_apply(const EngineSection& engine);
+
 // study: the one seed every stochastic seed of a chain derives from.
 // The rule (StudyConfig::seed): a configured stage seed S is used as
 // S + 1000 × study.seed, so study.seed 0 runs the preset's seeds unchanged.
@@ -360,6 +373,7 @@ struct StudyConfig {
     FeedbackConfig feedback;
     CheckpointConfig checkpoint;
     ParallelSection parallel;
+    EngineSection engine;
 
     // Reads every key (each with its kind, as config_int & co.), refuses
     // unknown and missing ones, and runs every check (validate_study_config).

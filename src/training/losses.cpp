@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "util/canon_math.h"
+
 namespace ppolab {
 
 double sft_token_loss(const float* logp, const uint8_t* response_mask, int64_t n, double denominator, float* dlogp) {
@@ -13,9 +15,10 @@ double sft_token_loss(const float* logp, const uint8_t* response_mask, int64_t n
     return sum / denominator;
 }
 
-// softplus(x) = log(1 + e^x), without overflow for large |x|.
-static double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
-static double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+// softplus(x) = log(1 + e^x), without overflow for large |x|. exp and log1p
+// are ppolab's own (util/canon_math.h): the same bits on every CPU.
+static double softplus(double x) { return x > 0 ? x + canon_log1p(canon_exp(-x)) : canon_log1p(canon_exp(x)); }
+static double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + canon_exp(-x)) : canon_exp(x) / (1.0 + canon_exp(x)); }
 
 double bradley_terry_loss(const float* chosen, const float* rejected, int64_t n, float* dchosen, float* drejected,
                           double denominator) {

@@ -1,4 +1,5 @@
 #include "training/ppo.h"
+
 #include "training/metric_names.h"
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <map>
 #include <span>
 
+#include "kernels/numerics.h"
 #include "model/generate.h"
 #include "parallel/world.h"
 #include "training/crash_checkpoints.h"
@@ -245,10 +247,7 @@ ChunkOutput PpoRun::actor_chunk(const std::vector<Rollout>& rollouts, int64_t be
     for (int64_t b = 0; b < batch.B; ++b) {
         const Rollout& r = rollouts[static_cast<size_t>(begin + b)];
         const std::vector<float> now = response_slice(batch, logp_now.data(), b);
-        double max_diff = 0;
-        if (u == 0)
-            for (size_t i = 0; i < now.size(); ++i)
-                max_diff = std::max(max_diff, std::fabs(static_cast<double>(now[i]) - r.old_logp[i]));
+        const double max_diff = u == 0 ? check_on_policy(now, r, where) : 0.0;
         ActorLoss al = ppo_actor_loss(now, r.old_logp, r.advantages, cfg_.clip_epsilon);
         double kl_loss = 0;
         if (cfg_.reward.kl_penalty == KlPenalty::loss_k3) {  // switch 9
@@ -643,9 +642,14 @@ json run_ppo(const Study& s, StageMode mode) {
                 {"history", ppo.history()},
                 {"sampling_vs_teacher_forced_probe", ppo.rescore_probe},
                 {"numerical_scope",
-                 "old_logp comes from the sampling forward (KV cache, one token at a time); the teacher-forced "
-                 "re-score of the same tokens may differ in BF16. The difference before the first update is "
-                 "recorded, never substituted."},
+                 numerics_canonical()
+                     ? "old_logp comes from the sampling forward (KV cache, one token at a time); under "
+                       "engine.numerics = canonical the teacher-forced re-score of the same tokens is the same bits "
+                       "(checked for every token before each iteration's first update: the stage fails otherwise), "
+                       "so every iteration's first ratio is exactly 1."
+                     : "old_logp comes from the sampling forward (KV cache, one token at a time); under "
+                       "engine.numerics = fast the teacher-forced re-score of the same tokens may differ in the "
+                       "last bits. The difference before the first update is recorded, never substituted."},
                 {"seconds_per_phase", phase_totals}};
     life.add_common_fields(report, seconds, info, {"every_iterations", cfg.checkpoint_every});
     if (mode == StageMode::continuous) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "util/canon_math.h"
 #include "util/error.h"
 
 namespace ppolab {
@@ -76,7 +77,7 @@ ActorLoss ppo_actor_loss(const std::vector<float>& logp_now, const std::vector<f
     double clipped = 0;
     for (size_t t = 0; t < n; ++t) {
         const double diff = static_cast<double>(logp_now[t]) - static_cast<double>(old_logp[t]);
-        const double ratio = std::exp(diff);
+        const double ratio = canon_exp(diff);
         const double A = advantages[t];
         const double unclipped = ratio * A;
         const double bounded = std::clamp(ratio, 1.0 - eps, 1.0 + eps) * A;
@@ -169,7 +170,7 @@ KlLoss ppo_k3_loss(const std::vector<float>& logp_now, const std::vector<float>&
     const double dn = static_cast<double>(n);
     for (size_t t = 0; t < n; ++t) {
         const double x = static_cast<double>(ref_logp[t]) - static_cast<double>(logp_now[t]);
-        const double ex = std::exp(x);
+        const double ex = canon_exp(x);
         out.mean_k3 += ex - x - 1.0;
         out.dlogp[t] = beta * (1.0 - ex) / dn;  // ∂k3/∂now = −(e^x − 1)
     }

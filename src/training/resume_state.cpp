@@ -69,6 +69,13 @@ std::string json_first_difference(const json& a, const json& b, const std::strin
 }
 
 void check_identity(const json& recorded, const json& expected, const std::string& where) {
+    // The arithmetic first (engine.numerics, kernels/numerics.h): a change of
+    // mode is named as such, not as the config hash it also changes.
+    const json::json_pointer mode("/config/numerics");
+    if (recorded.contains(mode) && expected.contains(mode) && recorded.at(mode) != expected.at(mode))
+        fail(where, ": resume identity differs (state vs this run) at identity.config.numerics: ",
+             short_dump(recorded.at(mode)), " vs ", short_dump(expected.at(mode)),
+             " (engine.numerics: a stage resumes in the arithmetic it started in)");
     std::string d = json_first_difference(recorded, expected, "identity");
     if (!d.empty()) fail(where, ": resume identity differs (state vs this run) at ", d);
 }

@@ -153,7 +153,7 @@ RlRun::GroupRewards RlRun::advantages(std::vector<Rollout>& rollouts) const {
 }
 
 ChunkOutput RlRun::policy_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end,
-                                const std::string& where) {
+                                const std::string& where, bool first_update) {
     const double dB = static_cast<double>(rollouts.size());  // the mean over the whole update's rows
     const ScoringBatch batch = rollout_batch(s_, rollouts, begin, end);
     std::vector<float> logp_now(static_cast<size_t>(batch.B * batch.T)), dlogp(logp_now.size(), 0.f);
@@ -162,8 +162,9 @@ ChunkOutput RlRun::policy_chunk(const std::vector<Rollout>& rollouts, int64_t be
     ChunkOutput out;
     for (int64_t b = 0; b < batch.B; ++b) {
         const Rollout& r = rollouts[static_cast<size_t>(begin + b)];
-        const ActorLoss al =
-            ppo_actor_loss(response_slice(batch, logp_now.data(), b), r.old_logp, r.advantages, cfg_.clip_epsilon);
+        const std::vector<float> now = response_slice(batch, logp_now.data(), b);
+        if (first_update) check_on_policy(now, r, where);
+        const ActorLoss al = ppo_actor_loss(now, r.old_logp, r.advantages, cfg_.clip_epsilon);
         scatter_row(batch, b, al.dlogp, dB, dlogp.data());
         out.loss += al.loss / dB;
         out.trace.push_back({{"loss", al.loss / dB}, {"clipfrac", al.clipfrac / dB}, {"approxkl", al.approxkl / dB}});
@@ -182,7 +183,7 @@ json RlRun::update(const std::vector<Rollout>& rollouts) {
         // PPO's clipped surrogate on the log-probs now, against old_logp; row sums in row order.
         const ChunkOutput out = chunked_gradient(
             params_, cfg_.chunks, B, [&] { policy_.role.zero_grad(); },
-            [&](int64_t begin, int64_t end) { return policy_chunk(rollouts, begin, end, uwhere); });
+            [&](int64_t begin, int64_t end) { return policy_chunk(rollouts, begin, end, uwhere, u == 0); });
         double loss = 0, clipfrac = 0, approxkl = 0;
         for (const json& row : out.trace) {
             loss += row["loss"].get<double>();

@@ -102,9 +102,10 @@ public:
 
 private:
     std::string where() const;  // "rloo iteration N" of the iteration being run
-    // One chunk of an update: rows [begin, end) of the rollouts.
-    ChunkOutput policy_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end,
-                             const std::string& where);
+    // One chunk of an update: rows [begin, end) of the rollouts; the
+    // iteration's first update checks the re-score against old_logp.
+    ChunkOutput policy_chunk(const std::vector<Rollout>& rollouts, int64_t begin, int64_t end, const std::string& where,
+                             bool first_update);
     void add_seconds(const char* phase, Clock::time_point started);
 
     const Study& s_;

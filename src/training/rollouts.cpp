@@ -1,8 +1,12 @@
 #include "training/rollouts.h"
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
+#include "kernels/numerics.h"
 #include "model/generate.h"
 #include "parallel/world.h"
 #include "training/chunked_update.h"
@@ -218,6 +222,25 @@ std::vector<float> response_slice(const ScoringBatch& b, const float* per_positi
     for (int64_t t = 0; t < b.T; ++t)
         if (b.response_mask[row * b.T + t]) out.push_back(per_position[row * b.T + t]);
     return out;
+}
+
+double check_on_policy(const std::vector<float>& now, const Rollout& r, const std::string& where) {
+    auto fmt_float = [](float v) {  // every bit visible
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+        return std::string(buf);
+    };
+    if (now.size() != r.old_logp.size())
+        fail(where, ": rollout ", r.id, " has ", r.old_logp.size(), " sampled tokens but ", now.size(), " re-scored");
+    double max_diff = 0;
+    for (size_t i = 0; i < now.size(); ++i) {
+        max_diff = std::max(max_diff, std::fabs(static_cast<double>(now[i]) - r.old_logp[i]));
+        if (numerics_canonical() && std::bit_cast<uint32_t>(now[i]) != std::bit_cast<uint32_t>(r.old_logp[i]))
+            fail(where, ": rollout ", r.id, " token ", i, ": the trainer's re-score gives log-prob ", fmt_float(now[i]),
+                 " where sampling gave ", fmt_float(r.old_logp[i]),
+                 "; under engine.numerics = canonical the two must be the same bits (decode = prefill)");
+    }
+    return max_diff;
 }
 
 void scatter_row(const ScoringBatch& b, int64_t row, const std::vector<double>& d, double rows, float* out) {

@@ -98,6 +98,12 @@ ScoringBatch rollout_batch(const Study& study, const std::vector<Rollout>& rollo
 
 // The response positions of batch row `row` of a per-position buffer (B × T).
 std::vector<float> response_slice(const ScoringBatch& batch, const float* per_position, int64_t row);
+// Before the first update of an iteration the trainer's re-score of a
+// rollout (`now`) is its sampling log-probs: under engine.numerics =
+// canonical the same bits (decode = prefill, numerics.h), so the first ratio
+// is exactly 1; a difference fails the stage naming the rollout and token.
+// Returns the largest |now − old_logp| (0 under canonical).
+double check_on_policy(const std::vector<float>& now, const Rollout& r, const std::string& where);
 // Scatters one row's per-token gradient, divided by `rows` (the mean over the
 // batch's rows), into a per-position buffer.
 void scatter_row(const ScoringBatch& batch, int64_t row, const std::vector<double>& d, double rows, float* out);

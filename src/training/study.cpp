@@ -40,6 +40,7 @@ Study Study::open(const json& config, const RunLayout& run, const std::optional<
     Study s;
     s.config = config;
     s.cfg = StudyConfig::parse(config);
+    engine_apply(s.cfg.engine);
     s.run = run;
     s.model_dir = resolve_model_dir(s.cfg, s.run, model_override);
 

@@ -150,6 +150,7 @@ json config_identity(const json& config) {
     return json{{"preset", config_string(config, "preset")},
                 {"corpus_revision", config_string(config, "corpus.revision")},
                 {"study_revision", config_string(config, "corpus.study_revision")},
+                {"numerics", config_string(config, "engine.numerics")},
                 {"config_sha256", config_sha256(config)}};
 }
 

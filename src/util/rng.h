@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "util/canon_math.h"
+
 namespace ppolab {
 
 class Philox {
@@ -32,12 +34,13 @@ public:
             if (v < limit) return v % n;
         }
     }
-    // Standard normal (Box–Muller on one block).
+    // Standard normal (Box–Muller on one block), with ppolab's own log and
+    // cos (util/canon_math.h): the same number on every CPU.
     double normal() {
         auto b = next_block();
         double u1 = (static_cast<double>(b[0]) + 1.0) * 0x1.0p-32;  // (0, 1]
         double u2 = static_cast<double>(b[1]) * 0x1.0p-32;          // [0, 1)
-        return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+        return std::sqrt(-2.0 * canon_log(u1)) * canon_cos(6.283185307179586 * u2);
     }
     // A permutation of 0..n-1 (Fisher–Yates from the end).
     std::vector<int64_t> permutation(int64_t n) {

@@ -1,5 +1,8 @@
 // test_matmul.cpp — the fast matrix backend (oneDNN, AVX-512 small-M kernels,
 // portable fallback) against the reference loops of matmul_reference.cpp.
+// These tests run under engine.numerics = fast (numerics.h), where the
+// automatic choice takes those paths; test_matmul_canonical.cpp checks the
+// canonical ones bit for bit.
 //
 // Two kinds of checks:
 //  * exact: inputs chosen so that every product and every partial sum is
@@ -30,6 +33,7 @@
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_backend.h"
 #include "kernels/matmul_reference.h"
+#include "kernels/numerics.h"
 #include "kernels/simd.h"
 #include "kernels/unit_rates.h"
 #include "util/error.h"
@@ -38,6 +42,12 @@
 using namespace ppolab;
 
 namespace {
+
+// The fast backend's choices are what this file tests.
+const bool fast_numerics = [] {
+    numerics_set_mode(Numerics::fast);
+    return true;
+}();
 
 // A path and, for oneDNN, how it computes BF16 products (matmul_backend.h:
 // both modes run on every CPU, natively or emulated by oneDNN). The AMX path

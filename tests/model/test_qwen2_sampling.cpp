@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/lm_head.h"
 #include "kernels/matmul_backend.h"
 #include "kernels/simd.h"
 #include "model/generate.h"
@@ -73,11 +74,15 @@ TEST(Sampling, GreedyArgmaxTiesToLowestAndLogSoftmax) {
     EXPECT_EQ(s.token, 1);
     double z = 0;
     for (float x : logits) z += std::exp(static_cast<double>(x));
+    // The sampler's log-prob is the trainer's arithmetic (lm_head.h), bit for bit.
+    EXPECT_EQ(s.logp, logits[1] - row_logsumexp(logits.data(), 5));
     EXPECT_NEAR(s.logp, 3.0 - std::log(z), 1e-6);
     EXPECT_NEAR(log_softmax_at(logits.data(), 5, 2), -1.0 - std::log(z), 1e-9);
-    // large logits: computed stably
+    // Large logits: computed stably. In FP32, z − lse carries lse's rounding,
+    // half an ulp at |lse| ≈ 1000.3 (2^-15 ≈ 3.1e-5), plus canon_log's error
+    // on log Σ (under 1e-7 here).
     std::vector<float> big = {1000.f, 999.f};
-    EXPECT_NEAR(sample_greedy(big.data(), 2).logp, -std::log1p(std::exp(-1.0)), 1e-6);
+    EXPECT_NEAR(sample_greedy(big.data(), 2).logp, -std::log1p(std::exp(-1.0)), 3.1e-5 + 1e-7);
 }
 
 // A vocabulary-sized row (with a tail past whole vectors, a tie at the
@@ -122,6 +127,54 @@ TEST(Sampling, EveryPathPicksTheFloat64Tokens) {
             EXPECT_NEAR(s.logp, z[static_cast<size_t>(s.token)] - mx - std::log(sum), 1e-5);
         }
         EXPECT_EQ(wrong, 0);
+    }
+    level = saved;
+}
+
+// One arithmetic on every CPU: the sampled token, its log-prob, the greedy
+// token and log_softmax_at are the same bytes on every path (portable, AVX2,
+// AVX-512), on vocabularies not a multiple of 4, 8 or 16 and logits with
+// huge and tiny exponents, ±0 and denormals (canon_exp, one 16-lane
+// association of Σ, the scan in token order; sampling.cpp).
+TEST(Sampling, EveryPathGivesTheSameBits) {
+    simd::SimdLevel& level = simd::simd_level();
+    const simd::SimdLevel saved = level;
+    for (const int64_t V :
+         {int64_t(1), int64_t(7), int64_t(15), int64_t(17), int64_t(33), int64_t(100), int64_t(896), int64_t(151939)}) {
+        std::vector<float> z(static_cast<size_t>(V));
+        Philox init(11, static_cast<uint64_t>(V));
+        for (size_t i = 0; i < z.size(); ++i) {
+            const double u = 2 * init.uniform() - 1;
+            switch (init.below(6)) {
+                case 0: z[i] = static_cast<float>(std::ldexp(u, static_cast<int>(init.below(40)) - 30)); break;
+                case 1: z[i] = init.below(2) ? 0.f : -0.f; break;
+                case 2: z[i] = static_cast<float>(u * 1e-39); break;
+                case 3: z[i] = static_cast<float>(-700.0 + 40.0 * u); break;  // terms near e^-700
+                default: z[i] = static_cast<float>(6.0 * u);
+            }
+        }
+        auto run = [&] {
+            std::vector<double> out;
+            const SampledToken g = sample_greedy(z.data(), V);
+            out.push_back(g.token), out.push_back(g.logp);
+            for (const int64_t t : {int64_t(0), V / 2, V - 1}) out.push_back(log_softmax_at(z.data(), V, t));
+            Philox draws(3, 4);
+            for (int k = 0; k < 50; ++k) {
+                const SampledToken s = sample_temperature1_at(z.data(), V, draws.uniform());
+                out.push_back(s.token), out.push_back(s.logp);
+            }
+            return out;
+        };
+        level = simd::SimdLevel::portable;
+        const std::vector<double> want = run();
+        for (const simd::SimdLevel path : {simd::SimdLevel::avx2, simd::SimdLevel::avx512}) {
+            if (path > simd::simd_cpu_level()) continue;
+            level = path;
+            const std::vector<double> got = run();
+            ASSERT_EQ(got.size(), want.size());
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(double)), 0)
+                << "V " << V << ", path " << static_cast<int>(path);
+        }
     }
     level = saved;
 }

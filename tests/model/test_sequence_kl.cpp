@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/simd.h"
@@ -194,6 +195,44 @@ TEST(SequenceKl, PositionTermsOnEveryPathMatchFloat64) {
         }
         level = saved;
     }
+}
+
+// One arithmetic on every CPU: a position's KL and k1 are the same bytes on
+// every path (portable, AVX2, AVX-512), on vocabularies not a multiple of 4,
+// 8 or 16 and logits with huge and tiny exponents, ±0 and denormals
+// (canon_exp, one 16-lane association of each sum; sequence_kl.cpp).
+TEST(SequenceKl, EveryPathGivesTheSameBits) {
+    using simd::SimdLevel;
+    SimdLevel& level = simd::simd_level();
+    const SimdLevel saved = level;
+    Philox rng(12, 3);
+    for (const int64_t V :
+         {int64_t(1), int64_t(7), int64_t(15), int64_t(17), int64_t(33), int64_t(100), int64_t(896), int64_t(151939)}) {
+        std::vector<float> zp(static_cast<size_t>(V)), zq(zp.size());
+        for (size_t i = 0; i < zp.size(); ++i) {
+            const double u = 2 * rng.uniform() - 1;
+            switch (rng.below(6)) {
+                case 0: zp[i] = static_cast<float>(std::ldexp(u, static_cast<int>(rng.below(40)) - 30)); break;
+                case 1: zp[i] = rng.below(2) ? 0.f : -0.f; break;
+                case 2: zp[i] = static_cast<float>(u * 1e-39); break;
+                case 3: zp[i] = static_cast<float>(-700.0 + 40.0 * u); break;
+                default: zp[i] = static_cast<float>(6.0 * u);
+            }
+            zq[i] = rng.below(3) ? zp[i] + static_cast<float>(rng.normal()) : zp[i];
+        }
+        const auto target = static_cast<int32_t>(V / 3);
+        level = SimdLevel::portable;
+        const SequenceKl want = position_kl(zp.data(), zq.data(), V, target);
+        for (const SimdLevel path : {SimdLevel::avx2, SimdLevel::avx512}) {
+            if (path > simd::simd_cpu_level()) continue;
+            level = path;
+            const SequenceKl got = position_kl(zp.data(), zq.data(), V, target);
+            EXPECT_EQ(std::memcmp(&got.kl_exact, &want.kl_exact, sizeof(double)), 0)
+                << "V " << V << " path " << int(path);
+            EXPECT_EQ(std::memcmp(&got.kl_k1, &want.kl_k1, sizeof(double)), 0) << "V " << V << " path " << int(path);
+        }
+    }
+    level = saved;
 }
 
 TEST(SequenceKl, PackedPairBatchIsRefused) {

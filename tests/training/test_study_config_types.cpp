@@ -115,14 +115,14 @@ TEST(StudyConfigTypes, EveryKeyHasAMeaningAndAUnit) {
 TEST(StudyConfigTypes, PresetHashesArePinned) {
     const std::map<std::string, std::pair<std::string, std::string>> pinned = {
         {"tiny",
-         {"a423967b37bd79b3672c473f0082e1e2739e89601338eda97d70217afb898e56",
-          "2d21e379c09e2db4bf22aec72859d7ca9fa4d82b799526dfcea150c9973beab7"}},
+         {"bf3f10ff997575dd868bdb8b1e72e98a7daf3d38d0cc8320e7a21e041445cd3f",
+          "07502217375f134adab9ccc06ec08a696ce4e12ce789b04692272d2ec7a0821c"}},
         {"seed",
-         {"d7726232eb28baac6971cdd451a9dbabd3ee48ad25247a66dc87586e1d5e8334",
-          "46441076d95bbe3bf154946a2ac5e75857353bf7578938787ae4fd288cb6d40c"}},
+         {"9e44a75df6a870f72af829f66d61a77279e9e2af376aa2c6223cd2a6440c516e",
+          "e6c28752f804419fd8c1c85a483938a6ce4c1722c747dcd873f6202704ea57f4"}},
         {"generic",
-         {"b1f104efae878845e6ceb4e6139f1c4f967a23308c8714af1968a42beeb5a4f0",
-          "947220c689d72f4286e3f82bc7dfce6ddd84f0c930741e1b70ef98b2098ff3c9"}},
+         {"7b3c5ce9a41963c3e26d575b4655094868890d6e7eef3c5cd18dd70580d4d47f",
+          "898a14796f511568ff3903c6d9c283128062af9a67bef696bb7d44d6781c0e60"}},
     };
     for (const auto& [name, hashes] : pinned) {
         const json c = effective_config(name, {}, {});

@@ -1,0 +1,225 @@
+// test_matmul_canonical.cpp — the canonical products (numerics.h) equal the
+// reference loops (matmul_reference.cpp: k ascending, one FP32 FMA per term
+// from +0) bit for bit, on every instruction-set path this CPU can run
+// (scalar, AVX2, AVX-512), at 1, 2 and 3 threads, for every row count
+// (a row's bytes do not depend on the rows beside it), on adversarial data:
+// ±0, denormals, values at BF16 rounding ties, huge and tiny exponents, and
+// lengths that are not multiples of 8, 16 or 32.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/matmul_backend.h"
+#include "kernels/matmul_reference.h"
+#include "kernels/numerics.h"
+#include "kernels/simd.h"
+#include "util/rng.h"
+
+using namespace ppolab;
+
+namespace {
+
+// Mostly Gaussian, with one element in eight drawn from the hard cases.
+std::vector<float> adversarial(int64_t n, uint64_t seed) {
+    Philox rng(seed, 11);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) {
+        const double u = rng.uniform();
+        const double g = rng.normal();
+        const int kind = static_cast<int>(rng.uniform() * 64);
+        switch (kind) {
+            case 0: x = 0.f; break;
+            case 1: x = -0.f; break;
+            case 2: x = static_cast<float>(g * 1e-39); break;  // FP32 denormal
+            case 3: x = static_cast<float>(g * 1e-20); break;  // products underflow
+            case 4: x = static_cast<float>(g * 1e18); break;   // products near overflow
+            case 5: {                                          // exactly halfway between two BF16 values
+                uint32_t bits = (static_cast<uint32_t>(u * 65536.0) << 16) | 0x8000u;
+                bits &= 0xbfffffffu;  // keep it finite
+                std::memcpy(&x, &bits, 4);
+                break;
+            }
+            case 6: x = std::ldexp(static_cast<float>(g), -126); break;  // near the smallest normal
+            default: x = static_cast<float>(g);
+        }
+    }
+    return v;
+}
+
+std::vector<bf16> to_bf16(const std::vector<float>& v) {
+    std::vector<bf16> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = float_to_bf16(v[i]);
+    return out;
+}
+
+// The instruction-set levels this CPU can run.
+std::vector<simd::SimdLevel> levels() {
+    std::vector<simd::SimdLevel> out = {simd::SimdLevel::portable};
+    if (simd::simd_cpu_level() >= simd::SimdLevel::avx2) out.push_back(simd::SimdLevel::avx2);
+    if (simd::simd_cpu_level() >= simd::SimdLevel::avx512) out.push_back(simd::SimdLevel::avx512);
+    return out;
+}
+const char* level_name(simd::SimdLevel l) {
+    return l == simd::SimdLevel::avx512 ? "avx512" : l == simd::SimdLevel::avx2 ? "avx2" : "scalar";
+}
+
+struct LevelGuard {
+    simd::SimdLevel saved = simd::simd_level();
+    int threads = omp_get_max_threads();
+    LevelGuard() { numerics_set_mode(Numerics::canonical); }
+    ~LevelGuard() {
+        simd::simd_level() = saved;
+        omp_set_num_threads(threads);
+    }
+};
+
+// The first differing element, or "" when the two are the same bytes.
+std::string first_difference(const std::vector<float>& got, const std::vector<float>& want) {
+    EXPECT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+        if (std::memcmp(&got[i], &want[i], 4) != 0) {
+            uint32_t a, b;
+            std::memcpy(&a, &got[i], 4);
+            std::memcpy(&b, &want[i], 4);
+            char buf[160];
+            std::snprintf(buf, sizeof buf, "element %zu: %.9g (0x%08x), reference %.9g (0x%08x)", i, got[i], a, want[i],
+                          b);
+            return buf;
+        }
+    return "";
+}
+
+struct Shape {
+    int64_t M, N, K;
+};
+
+enum class Product { forward, backward_input, backward_weight };
+
+// Runs one product on every level and thread count; each must be the reference's bytes.
+void check(Product product, Shape s, WeightType type, bool frozen, bool accumulate, uint64_t seed) {
+    const std::vector<float> w32 = adversarial(s.N * s.K, seed);
+    const std::vector<bf16> w16 = to_bf16(w32);
+    WeightView W{type, type == WeightType::bf16 ? static_cast<const void*>(w16.data()) : w32.data(), s.N, s.K};
+    std::unique_ptr<PrepackedWeight> pack;
+    if (frozen) {
+        pack = std::make_unique<PrepackedWeight>(W);
+        W.prepacked = pack.get();
+    }
+    const int64_t in_n = product == Product::backward_input ? s.M * s.N : s.M * s.K;
+    const std::vector<float> x = adversarial(in_n, seed + 1);
+    const std::vector<float> g = adversarial(s.M * s.N, seed + 2);  // dY of the weight gradient
+    const int64_t out_n = product == Product::forward          ? s.M * s.N
+                          : product == Product::backward_input ? s.M * s.K
+                                                               : s.N * s.K;
+    const std::vector<float> start = adversarial(out_n, seed + 3);  // accumulate onto this
+    auto run = [&](bool reference) {
+        std::vector<float> y = accumulate || product == Product::backward_weight ? start : std::vector<float>(out_n);
+        if (product == Product::forward)
+            (reference ? linear_forward_reference : linear_forward)(y.data(), x.data(), W, s.M, accumulate);
+        else if (product == Product::backward_input)
+            (reference ? linear_backward_input_reference : linear_backward_input)(y.data(), x.data(), W, s.M,
+                                                                                  accumulate);
+        else if (reference) linear_backward_weight_reference(y.data(), g.data(), x.data(), s.M, s.N, s.K, type);
+        else linear_backward_weight(y.data(), g.data(), x.data(), s.M, s.N, s.K, type);
+        return y;
+    };
+    const std::vector<float> want = run(true);
+    LevelGuard guard;
+    for (simd::SimdLevel level : levels())
+        for (int threads : {1, 2, 3}) {
+            simd::simd_level() = level;
+            omp_set_num_threads(threads);
+            const std::string diff = first_difference(run(false), want);
+            EXPECT_EQ(diff, "") << "product " << static_cast<int>(product) << " M=" << s.M << " N=" << s.N
+                                << " K=" << s.K << (type == WeightType::bf16 ? " bf16" : " f32")
+                                << (frozen ? " frozen" : "") << (accumulate ? " accumulate" : "") << " on "
+                                << level_name(level) << " (" << matmul_path_name(s.M, W) << ") at " << threads
+                                << " threads";
+        }
+}
+
+const Shape kShapes[] = {{1, 1, 1},    {1, 17, 33},  {2, 31, 15},  {3, 64, 257}, {7, 100, 96},
+                         {8, 33, 896}, {9, 48, 513}, {31, 65, 40}, {33, 16, 17}, {64, 130, 300}};
+
+TEST(MatmulCanonical, ForwardIsTheReferenceOnEveryPath) {
+    uint64_t seed = 100;
+    for (const Shape& s : kShapes)
+        for (WeightType t : {WeightType::f32, WeightType::bf16}) {
+            check(Product::forward, s, t, false, false, seed++);
+            check(Product::forward, s, t, false, true, seed++);
+            if (t == WeightType::bf16) check(Product::forward, s, t, true, s.M % 2 == 1, seed++);
+        }
+}
+
+TEST(MatmulCanonical, BackwardInputIsTheReferenceOnEveryPath) {
+    uint64_t seed = 200;
+    for (const Shape& s : kShapes)
+        for (WeightType t : {WeightType::f32, WeightType::bf16}) {
+            check(Product::backward_input, s, t, false, s.M % 2 == 0, seed++);
+            if (t == WeightType::bf16) check(Product::backward_input, s, t, true, s.M % 2 == 1, seed++);
+        }
+}
+
+TEST(MatmulCanonical, WeightGradientIsTheReferenceOnEveryPath) {
+    uint64_t seed = 300;
+    for (const Shape& s : kShapes)
+        for (WeightType t : {WeightType::f32, WeightType::bf16})
+            check(Product::backward_weight, s, t, false, true, seed++);
+}
+
+// The seed's shapes: the longest reduction (4864, the MLP's down projection),
+// and row counts around the blocking (1 to 513), on the frozen path too.
+TEST(MatmulCanonical, SeedShapesAndManyRows) {
+    check(Product::forward, {3, 40, 4864}, WeightType::bf16, true, false, 400);
+    check(Product::forward, {5, 24, 4864}, WeightType::f32, false, true, 401);
+    check(Product::backward_input, {4, 4864, 40}, WeightType::bf16, true, false, 402);
+    check(Product::backward_weight, {300, 8, 24}, WeightType::f32, false, true, 403);
+    check(Product::forward, {513, 20, 70}, WeightType::bf16, true, false, 404);
+    check(Product::forward, {513, 37, 64}, WeightType::f32, false, false, 405);
+    check(Product::backward_input, {130, 33, 520}, WeightType::bf16, false, true, 406);
+}
+
+// A row's bytes do not depend on the rows computed with it (batch
+// invariance): each row of an M-row product equals the same row alone.
+TEST(MatmulCanonical, RowsAreTheirRowAloneAtAnyRowCount) {
+    LevelGuard guard;
+    const int64_t N = 70, K = 130;
+    const std::vector<float> w = adversarial(N * K, 500);
+    const std::vector<bf16> wb = to_bf16(w);
+    for (WeightType t : {WeightType::f32, WeightType::bf16}) {
+        const WeightView W{t, t == WeightType::bf16 ? static_cast<const void*>(wb.data()) : w.data(), N, K};
+        const int64_t M = 77;
+        const std::vector<float> x = adversarial(M * K, 501);
+        std::vector<float> all(M * N), one(N);
+        linear_forward(all.data(), x.data(), W, M);
+        for (int64_t m = 0; m < M; ++m) {
+            linear_forward(one.data(), x.data() + m * K, W, 1);
+            ASSERT_EQ(std::memcmp(one.data(), all.data() + m * N, N * sizeof(float)), 0) << "row " << m;
+        }
+    }
+}
+
+// Under canonical numerics the automatic choice takes only canonical paths.
+TEST(MatmulCanonical, AutomaticPathsAreCanonical) {
+    LevelGuard guard;
+    const std::vector<bf16> w(64 * 64, 0x3f80);
+    WeightView W{WeightType::bf16, w.data(), 64, 64};
+    PrepackedWeight pack(W);
+    for (int64_t M : {1, 32, 33, 512}) {
+        const std::string plain = matmul_path_name(M, W);
+        EXPECT_EQ(plain.rfind("canonical_", 0), 0u) << plain;
+        WeightView F = W;
+        F.prepacked = &pack;
+        const std::string frozen = matmul_path_name(M, F);
+        if (simd::simd_level() == simd::SimdLevel::avx512) EXPECT_EQ(frozen, "small_m_vnni_fma_avx512");
+        else EXPECT_EQ(frozen.rfind("canonical_", 0), 0u) << frozen;
+    }
+}
+
+}  // namespace
