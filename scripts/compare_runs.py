@@ -8,7 +8,7 @@ generations (RUN/eval/*.json) of two runs, value by value, leaving out what
 is allowed to differ between two runs of the same code and config:
 durations (keys named `seconds`, `*_seconds`, `seconds_*`, `iteration_seconds`),
 `peak_rss_bytes`, speeds (`tokens_per_second`), `code_sha256`, hashes of files
-that hold durations or the code hash (`generations_sha256`, `state_file`, the
+that hold durations or the code hash (`generations_sha256`, `artefact_sha256`, `state_file`, the
 resume checks' file and content sha256), and the run
 folder's own absolute path (replaced by RUN), and results.json's `engine`
 (the instruction sets and kernels that ran: under engine.numerics =
@@ -19,7 +19,7 @@ Python standard library only.
 """
 import json, pathlib, re, sys
 
-IGNORED = re.compile(r'^(engine|seconds|.*_seconds|seconds_.*|iteration_seconds|peak_rss_bytes|code_sha256|'
+IGNORED = re.compile(r'^(engine|artefact_sha256|seconds|.*_seconds|seconds_.*|iteration_seconds|peak_rss_bytes|code_sha256|'
                      r'generations_sha256|state_file|tokens_per_second|.*_content_sha256|restarted_from|readable_roots|final_dir|written_this_run|'
                      r'.*_sha256_of_state|continuous_sha256|resume_sha256|first_sha256|second_sha256|first_file|second_file)$')
 

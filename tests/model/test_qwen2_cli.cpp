@@ -123,22 +123,22 @@ TEST(Qwen2Cli, GenerateJsonAgreesWithTeacherForcing) {
 }
 
 // PPOLAB_AMX=off keeps the frozen base off the AMX tiles for a whole command
-// and `ppolab version` says so, on any CPU (the switch is read before the
+// and `ppolab version --numerics fast` says so (canonical never uses them), on any CPU (the switch is read before the
 // CPU is asked); `on` leaves the choice to the CPU; any other value stops the
 // command with an error naming the variable, what was expected and found.
 TEST(Qwen2Cli, AmxSwitchFromTheEnvironment) {
     const char* bin = std::getenv("PPOLAB_BINARY");
     ASSERT_NE(bin, nullptr) << "PPOLAB_BINARY is not set (run through ctest)";
-    Output off = run_shell(std::string("PPOLAB_AMX=off ") + bin + " version");
+    Output off = run_shell(std::string("PPOLAB_AMX=off ") + bin + " version --numerics fast");
     EXPECT_EQ(off.rc, 0) << off.out;
     EXPECT_NE(off.out.find("frozen products  "), std::string::npos) << off.out;
     EXPECT_EQ(off.out.find("frozen products  amx"), std::string::npos) << off.out;
     EXPECT_NE(off.out.find("(no AMX: switched off by PPOLAB_AMX=off)"), std::string::npos) << off.out;
-    Output on = run_shell(std::string("PPOLAB_AMX=on ") + bin + " version");
+    Output on = run_shell(std::string("PPOLAB_AMX=on ") + bin + " version --numerics fast");
     EXPECT_EQ(on.rc, 0) << on.out;
     EXPECT_NE(on.out.find("frozen products  "), std::string::npos) << on.out;
     EXPECT_EQ(on.out.find("PPOLAB_AMX=off"), std::string::npos) << on.out;
-    Output bad = run_shell(std::string("PPOLAB_AMX=yes ") + bin + " version");
+    Output bad = run_shell(std::string("PPOLAB_AMX=yes ") + bin + " version --numerics fast");
     EXPECT_EQ(bad.rc, 1) << bad.out;
     EXPECT_NE(bad.out.find("environment variable PPOLAB_AMX: expected on or off, found 'yes'"), std::string::npos)
         << bad.out;
@@ -150,16 +150,16 @@ TEST(Qwen2Cli, AmxSwitchFromTheEnvironment) {
 TEST(Qwen2Cli, Bf16ProductsFromTheEnvironment) {
     const char* bin = std::getenv("PPOLAB_BINARY");
     ASSERT_NE(bin, nullptr) << "PPOLAB_BINARY is not set (run through ctest)";
-    Output fp32 = run_shell(std::string("PPOLAB_BF16_PRODUCTS=fp32 ") + bin + " version");
+    Output fp32 = run_shell(std::string("PPOLAB_BF16_PRODUCTS=fp32 ") + bin + " version --numerics fast");
     EXPECT_EQ(fp32.rc, 0) << fp32.out;
     EXPECT_NE(fp32.out.find("BF16 products    as FP32 products of the BF16-rounded values"), std::string::npos)
         << fp32.out;
     EXPECT_NE(fp32.out.find("small_m_avx512 (FP32 FMA)"), std::string::npos) << fp32.out;
     EXPECT_NE(fp32.out.find("(PPOLAB_BF16_PRODUCTS=fp32)"), std::string::npos) << fp32.out;
-    Output native = run_shell(std::string("PPOLAB_BF16_PRODUCTS=native ") + bin + " version");
+    Output native = run_shell(std::string("PPOLAB_BF16_PRODUCTS=native ") + bin + " version --numerics fast");
     EXPECT_EQ(native.rc, 0) << native.out;
     EXPECT_NE(native.out.find("BF16 products    native (oneDNN's BF16 kernels"), std::string::npos) << native.out;
-    Output bad = run_shell(std::string("PPOLAB_BF16_PRODUCTS=bf16 ") + bin + " version");
+    Output bad = run_shell(std::string("PPOLAB_BF16_PRODUCTS=bf16 ") + bin + " version --numerics fast");
     EXPECT_EQ(bad.rc, 1) << bad.out;
     EXPECT_NE(bad.out.find("environment variable PPOLAB_BF16_PRODUCTS: expected native or fp32, found 'bf16'"),
               std::string::npos)
