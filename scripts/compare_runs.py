@@ -19,13 +19,15 @@ Python standard library only.
 """
 import json, pathlib, re, sys
 
-IGNORED = re.compile(r'^(engine|artefact_sha256|seconds|.*_seconds|seconds_.*|iteration_seconds|peak_rss_bytes|code_sha256|'
+IGNORED = re.compile(r'^(engine|artefact_sha256|judge_learned_sha256|seconds|.*_seconds|seconds_.*|iteration_seconds|peak_rss_bytes|code_sha256|'
                      r'generations_sha256|state_file|tokens_per_second|.*_content_sha256|restarted_from|readable_roots|final_dir|written_this_run|'
                      r'.*_sha256_of_state|continuous_sha256|resume_sha256|first_sha256|second_sha256|first_file|second_file)$')
 
 
 def load(path, root):
-    text = path.read_text().replace(str(root.resolve()), 'RUN').replace(str(root), 'RUN')
+    text = path.read_text().replace(str(root.resolve()), 'RUN')
+    # A relative name (a run called A) only where it is a whole path, not in every word with an A.
+    text = re.sub(r'(?<![\w./-])' + re.escape(str(root)) + r'(?=[/"])', 'RUN', text)
     if path.suffix == '.jsonl':
         return [json.loads(l) for l in text.splitlines() if l.strip()]
     return json.loads(text)
