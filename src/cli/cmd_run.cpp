@@ -9,6 +9,8 @@
 // checkpoint (training/crash_checkpoints.h) and replaces what the interrupted
 // attempt left unfinished. A finished run (RUN/results.json) is never
 // overwritten.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -25,6 +27,7 @@
 #include "training/run_layout.h"
 #include "training/study_config.h"
 #include "util/error.h"
+#include "util/fileio.h"
 #include "util/progress.h"
 #include "util/sha256.h"
 #include "util/stopwatch.h"
@@ -265,8 +268,7 @@ json feedback_option(const Args& args, const json& state, const RunLayout& run, 
     if (args.has("feedback-kind") && args.get("feedback-kind") != "human" && args.get("feedback-kind") != "ai")
         fail("--feedback-kind must be human or ai, got '", args.get("feedback-kind"), "'");
     auto file_entry = [](const std::string& option, const std::string& path) {
-        std::error_code ec;
-        if (!fs::is_regular_file(path, ec)) fail(option, " ", path, ": no such file");
+        ::close(open_regular_file(path, option == "--votes" ? "vote file" : "candidate file"));  // FIFOs too
         return json{{"path", fs::absolute(path).lexically_normal().string()}, {"sha256", sha256_file(path)}};
     };
     json f = {{"files", json::array()},
@@ -414,6 +416,26 @@ json gather_results(const RunLayout& run, const json& config, const json& state,
     return r;
 }
 
+// The effective configuration of a run's recorded options, checked whole:
+// every key and bound, and the chunk plan against this world size.
+json study_config_of(const json& options) {
+    std::vector<fs::path> files;
+    for (const auto& f : options["config"]) files.emplace_back(f.get<std::string>());
+    json config =
+        effective_config(options["preset"].get<std::string>(), files, options["set"].get<std::vector<std::string>>());
+    parallel::my_chunks(StudyConfig::parse(config).parallel.chunks);  // W must divide parallel.chunks: refused now
+    return config;
+}
+
+// An existing --out folder a new run may take: empty, or holding only the
+// lock a refused or killed `run --out` left (util/run_lock.h).
+bool holds_only_a_lock(const fs::path& root) {
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(root, ec))
+        if (e.path().filename() != ".ppolab.lock") return false;
+    return !ec;
+}
+
 int run_study(const Args& args) {
     args.allow_only({"preset", "config", "set", "model", "out", "resume", "replicates", "until", "votes", "candidates",
                      "feedback-kind", "compare", "ablations"});
@@ -437,6 +459,20 @@ int run_study(const Args& args) {
     // state; the other ranks then read that state. The run folder must be one
     // every rank sees (a shared filesystem, as for any cluster job).
     const parallel::World& world = parallel::world();
+    // A new run's options, checked (every --config read, every --set and
+    // count validated, the chunk plan) before its folder exists: a refused
+    // command leaves nothing behind.
+    json new_options;
+    if (!resuming) {
+        std::vector<std::string> sets = args.all("set");  // --replicates K is replicates.count = K, after every --set
+        if (args.has("replicates")) sets.push_back("replicates.count=" + args.get("replicates"));
+        new_options = {{"preset", args.get("preset", kDefaultPreset)},
+                       {"config", args.all("config")},
+                       {"set", sets},
+                       {"model", args.has("model") ? json(args.get("model")) : json()}};
+        if (args.has("compare") || args.has("ablations")) new_options["compare"] = compared_now;
+        study_config_of(new_options);
+    }
     RunLock lock;
     json state;
     if (world.writer()) {
@@ -450,7 +486,7 @@ int run_study(const Args& args) {
             fail(run.root.string(), " exists but is not finished; continue it with `ppolab run --resume ",
                  run.root.string(), "` or choose another --out");
         };
-        if (!resuming && fs::exists(run.root)) refuse_unfinished();
+        if (!resuming && fs::exists(run.root) && !holds_only_a_lock(run.root)) refuse_unfinished();
         if (resuming && !fs::exists(state_path))
             fail("--resume: no ", state_path.string(), " (not a ppolab run folder)");
         // One process per run folder, for the whole study: the steps below run
@@ -465,15 +501,7 @@ int run_study(const Args& args) {
             for (const char* o : {"preset", "config", "set", "model", "replicates", "compare", "ablations"})
                 if (args.has(o)) fail("--resume continues with the recorded options; --", o, " cannot change them");
         } else {
-            // --replicates K is replicates.count = K, after every --set.
-            std::vector<std::string> sets = args.all("set");
-            if (args.has("replicates")) sets.push_back("replicates.count=" + args.get("replicates"));
-            json options{{"preset", args.get("preset", kDefaultPreset)},
-                         {"config", args.all("config")},
-                         {"set", sets},
-                         {"model", args.has("model") ? json(args.get("model")) : json()}};
-            if (args.has("compare") || args.has("ablations")) options["compare"] = compared_now;
-            state = {{"format", "ppolab-run-state"}, {"options", options}, {"steps", json::object()}};
+            state = {{"format", "ppolab-run-state"}, {"options", new_options}, {"steps", json::object()}};
             write_json_atomic(state_path, state);
         }
     }
@@ -483,16 +511,12 @@ int run_study(const Args& args) {
     std::vector<std::string> common = {"--preset", options["preset"].get<std::string>()};
     for (const auto& f : options["config"]) common.insert(common.end(), {"--config", f.get<std::string>()});
     for (const auto& s : options["set"]) common.insert(common.end(), {"--set", s.get<std::string>()});
-    std::vector<fs::path> files;
-    for (const auto& f : options["config"]) files.emplace_back(f.get<std::string>());
-    const json config =
-        effective_config(options["preset"].get<std::string>(), files, options["set"].get<std::vector<std::string>>());
+    const json config = study_config_of(options);
     std::vector<std::string> model_arg;
     if (!options["model"].is_null()) model_arg = {"--model", options["model"].get<std::string>()};
 
     const int64_t replicates = StudyConfig::parse(config).replicates.count;
-    engine_apply(StudyConfig::parse(config).engine);                  // the dispatch report below names the mode
-    parallel::my_chunks(StudyConfig::parse(config).parallel.chunks);  // W must divide parallel.chunks: refused now
+    engine_apply(StudyConfig::parse(config).engine);  // the dispatch report below names the mode
     if (world.size > 1 && (args.has("votes") || !state["options"].value("feedback", json()).is_null()))
         fail("a judge from votes (--votes) is trained by one process; under mpirun (", world.size,
              " ranks) `ppolab run` trains the judge from the corpus's pairs only: continue this run without mpirun");

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <exception>
 #include <string>
@@ -80,6 +81,11 @@ int main(int argc, char** argv) {
     try {
         numerics_check_environment();  // a bad PPOLAB_ISA fails here, by name
         bf16_products_native();        // a bad PPOLAB_BF16_PRODUCTS fails here, not inside a product
+        if (world.size > 1) {  // before any collective: the same command line on every rank
+            std::string joined;
+            for (const std::string& a : args) joined += (joined.empty() ? "" : " ") + a;
+            parallel::agree("before " + rest[0], {{"command", rest[0]}, {"arguments", joined}});
+        }
         if (world.size > 1 && !cli::data_parallel(rest[0]))
             fail("ppolab ", rest[0], " runs as one process; under mpirun (", world.size,
                  " ranks) only the data-parallel commands run: ", cli::data_parallel_commands());
@@ -88,6 +94,13 @@ int main(int argc, char** argv) {
         return rc;
     } catch (const Error& e) {
         return failed("error", e.what());
+    } catch (const std::filesystem::filesystem_error& e) {
+        // A path the system refuses (a symlink loop, a name over 255 bytes, a
+        // permission) wherever it was met: the path and the system's reason.
+        std::string what = "'" + e.path1().string() + "'";
+        if (!e.path2().empty()) what += " and '" + e.path2().string() + "'";
+        what += ": " + e.code().message();
+        return failed("error", what.c_str());
     } catch (const std::exception& e) {
         return failed("unexpected error", e.what());
     }

@@ -17,6 +17,7 @@
 #include "model/safetensors.h"
 #include "model/tensor_table.h"
 #include "util/error.h"
+#include "util/fileio.h"
 #include "util/sha256.h"
 
 namespace ppolab {
@@ -355,17 +356,11 @@ std::string checkpoint_sha256(const fs::path& dir) {
         fail("checkpoint folder '", dir.string(), "' has neither model.safetensors nor model.safetensors.index.json");
     }
     Sha256 h;
-    std::vector<char> buf(size_t(1) << 22);
     for (const std::string& name : names) {
         const fs::path path = dir / name;
-        std::ifstream in(path, std::ios::binary);
-        if (!in) fail("cannot open '", path.string(), "': ", std::strerror(errno));
+        ::close(open_regular_file(path, "checkpoint file"));  // a FIFO or a folder: refused by name
         h.update(name + "\n" + std::to_string(fs::file_size(path)) + "\n");
-        while (in) {
-            in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-            h.update(buf.data(), static_cast<size_t>(in.gcount()));
-        }
-        if (in.bad()) fail("read error in '", path.string(), "'");
+        sha256_update_file(h, path);
     }
     return h.hex();
 }

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "util/error.h"
+#include "util/fileio.h"
 #include "util/json.h"
 
 namespace ppolab {
@@ -52,12 +53,12 @@ struct SafetensorsFile::Storage {
 
 SafetensorsFile SafetensorsFile::open(const fs::path& path) {
     auto storage = std::make_shared<Storage>();
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail("cannot open safetensors file '", path.string(), "': ", std::strerror(errno));
+    int fd = open_regular_file(path, "safetensors file");
     struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
         ::close(fd);
-        fail("'", path.string(), "' is not a regular file");
+        fail("cannot inspect safetensors file '", path.string(), "': ", std::strerror(err));
     }
     size_t size = static_cast<size_t>(st.st_size);
     if (size > 0) {

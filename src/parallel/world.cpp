@@ -150,12 +150,44 @@ void all_gather(const float* mine, size_t count, float* all) {
 #endif
 }
 
+void agree(const std::string& where, const std::vector<std::pair<std::string, std::string>>& fields) {
+    if (g_world.size == 1) return;
+    std::string mine;  // name \x1f value \x1e …: no field holds those bytes' meaning
+    for (const auto& [name, value] : fields) mine += name + '\x1f' + value + '\x1e';
+    const std::vector<std::string> all = all_gather(mine);
+    auto split = [](const std::string& s) {
+        std::vector<std::pair<std::string, std::string>> out;
+        size_t at = 0;
+        while (at < s.size()) {
+            const size_t unit = s.find('\x1f', at), end = s.find('\x1e', at);
+            if (unit == std::string::npos || end == std::string::npos || unit > end) break;
+            out.emplace_back(s.substr(at, unit - at), s.substr(unit + 1, end - unit - 1));
+            at = end + 1;
+        }
+        return out;
+    };
+    const auto zero = split(all[0]);
+    auto shown = [](const std::string& v) { return v.size() > 120 ? v.substr(0, 117) + "..." : v; };
+    for (size_t r = 1; r < all.size(); ++r) {
+        const auto other = split(all[r]);
+        for (size_t i = 0; i < std::max(zero.size(), other.size()); ++i) {
+            const std::string name = i < zero.size() ? zero[i].first : other[i].first;
+            const std::string a = i < zero.size() ? zero[i].second : "(nothing)";
+            const std::string b = i < other.size() ? other[i].second : "(nothing)";
+            if (i < zero.size() && i < other.size() && zero[i] == other[i]) continue;
+            fail("the ranks disagree ", where, ": rank ", r, " has ", name, " '", shown(b), "', rank 0 '", shown(a),
+                 "'; every rank must run the same command on the same configuration, base and binary");
+        }
+    }
+}
+
 ChunkRange my_chunks(int64_t chunks) {
     const int64_t w = g_world.size;
     if (chunks < 1) fail("config: 'parallel.chunks' must be >= 1, got ", chunks);
     if (chunks % w != 0)
         fail("config: 'parallel.chunks' (", chunks, ") must be a multiple of the world size (", w,
-             " ranks): each rank computes the same number of whole chunks");
+             " ranks): each rank computes the same number of whole chunks; for a new run add `--set parallel.chunks=",
+             w, "` (or any multiple of ", w, "; the numbers are the same at every world size dividing it)");
     return {g_world.rank * chunks / w, (g_world.rank + 1) * chunks / w};
 }
 

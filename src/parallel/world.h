@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "util/json.h"
@@ -52,6 +53,16 @@ void barrier();
 std::vector<std::string> all_gather(const std::string& mine);
 // Every rank's `count` floats, to every rank, in rank order: `all` holds size × count.
 void all_gather(const float* mine, size_t count, float* all);
+
+// Every rank must run the same thing: each rank's `fields` (name, value) are
+// gathered (a collective safe for any lengths) and compared with rank 0's,
+// and on any difference every rank fails with the same Error naming the
+// first field that differs, its rank and both values ("the ranks disagree
+// before sft: rank 1 has config_sha256 '9f…', rank 0 '3c…'"). Called before a
+// command's first collective (the command and its arguments) and when a
+// stage opens (the configuration, base and binary), so ranks that differ
+// stop by name instead of corrupting a collective. A world of one: nothing.
+void agree(const std::string& where, const std::vector<std::pair<std::string, std::string>>& fields);
 
 // The chunks [begin, end) of a fixed count that this rank computes: rank r
 // of W takes chunks [r·C/W, (r+1)·C/W). An Error naming parallel.chunks

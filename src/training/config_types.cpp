@@ -32,10 +32,13 @@ namespace field {
 
 FieldCheck any() { return {}; }
 
-FieldCheck count(int64_t min) {
+FieldCheck count(int64_t min) { return count(min, kMaxConfigCount); }
+
+FieldCheck count(int64_t min, int64_t max) {
     FieldCheck c;
     c.type = FieldCheck::Type::count;
     c.min = min;
+    c.max = max;
     return c;
 }
 
@@ -79,7 +82,7 @@ std::string describe(const FieldCheck& c) {
     switch (c.type) {
         case FieldCheck::Type::none: return "";
         case FieldCheck::Type::count:
-            return "an integer >= " + std::to_string(c.min) + " and <= " + std::to_string(kMaxConfigCount);
+            return "an integer >= " + std::to_string(c.min) + " and <= " + std::to_string(c.max);
         case FieldCheck::Type::range: return "in " + range_text(c);
         case FieldCheck::Type::one_of: return "one of " + join(c.names);
         case FieldCheck::Type::subset_of: return "a non-empty list of " + join(c.names);
@@ -187,10 +190,12 @@ json write_value(const T& v) {
     }
 }
 
-void check_count(const std::string& key, int64_t x, int64_t lo, const char* null_or) {
-    if (x < lo) fail("config: '", key, "' must be ", null_or, ">= ", lo, ", got ", x);
-    if (x > kMaxConfigCount)
-        fail("config: '", key, "' must be ", null_or, "<= ", kMaxConfigCount, " (the bound of every count), got ", x);
+void check_count(const std::string& key, int64_t x, const FieldCheck& c, const char* null_or) {
+    if (x < c.min) fail("config: '", key, "' must be ", null_or, ">= ", c.min, ", got ", x);
+    if (x > c.max)
+        fail("config: '", key, "' must be ", null_or, "<= ", c.max,
+             c.max == kMaxConfigCount ? " (the bound of every count)" : " (the bound of this count: it sizes memory)",
+             ", got ", x);
 }
 
 void check_range(const std::string& key, double x, const FieldCheck& c) {
@@ -203,10 +208,10 @@ void check_value(const std::string& key, const T& v, const FieldCheck& c) {
     using Type = FieldCheck::Type;
     if (c.type == Type::none) return;
     if constexpr (std::is_same_v<T, int64_t>) {
-        if (c.type == Type::count) check_count(key, v, c.min, "");
+        if (c.type == Type::count) check_count(key, v, c, "");
         if (c.type == Type::range) check_range(key, double(v), c);
     } else if constexpr (std::is_same_v<T, OptionalInt>) {
-        if (v && c.type == Type::count) check_count(key, *v, c.min, "null or ");
+        if (v && c.type == Type::count) check_count(key, *v, c, "null or ");
     } else if constexpr (std::is_same_v<T, double>) {
         if (c.type == Type::range) check_range(key, v, c);
     } else if constexpr (std::is_same_v<T, std::string>) {

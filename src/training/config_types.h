@@ -30,14 +30,15 @@ using OptionalString = std::optional<std::string>;
 struct FieldCheck {
     enum class Type { none, count, range, one_of, subset_of };
     Type type = Type::none;
-    int64_t min = 0;        // count: >= min and <= kMaxConfigCount
+    int64_t min = 0, max = 0;  // count: >= min and <= max (kMaxConfigCount unless the field says)
     double lo = 0, hi = 0;  // range: [lo, hi], or (lo, hi] when lo_open
     bool lo_open = false;
     std::vector<std::string> names;  // one_of: the value; subset_of: every element (non-empty list)
 };
 namespace field {
 FieldCheck any();
-FieldCheck count(int64_t min);  // an integer in [min, kMaxConfigCount]
+FieldCheck count(int64_t min);               // an integer in [min, kMaxConfigCount]
+FieldCheck count(int64_t min, int64_t max);  // … in [min, max]: a count that sizes memory
 FieldCheck range(double lo, double hi);
 FieldCheck above(double lo, double hi);  // (lo, hi]
 FieldCheck one_of(std::vector<std::string> names);
@@ -131,9 +132,9 @@ struct HeadsConfig {
 
 // limits: token budgets; a row over them is refused, never truncated (SPEC §3).
 #define PPOLAB_LIMITS_FIELDS(X)                                                           \
-    X(int64_t, max_prompt, "tokens", field::count(1), "longest rendered prompt")          \
-    X(int64_t, max_response, "tokens", field::count(1), "longest response, EOS included") \
-    X(int64_t, max_context, "tokens", field::count(1), "longest prompt + response (> max_response)")
+    X(int64_t, max_prompt, "tokens", field::count(1, kMaxConfigTokens), "longest rendered prompt")          \
+    X(int64_t, max_response, "tokens", field::count(1, kMaxConfigTokens), "longest response, EOS included") \
+    X(int64_t, max_context, "tokens", field::count(1, kMaxConfigTokens), "longest prompt + response (> max_response)")
 struct LimitsConfig {
     PPOLAB_LIMITS_FIELDS(PPOLAB_CONFIG_MEMBER)
 };
@@ -259,9 +260,9 @@ struct RlConfig {
     X(bool, sampled, "flag", field::any(), "also generate by sampling")                                  \
     X(double, sample_temperature, "temperature", field::any(), "temperature of the sampled generations") \
     X(int64_t, sample_seed, "seed", field::any(), "seed of the sampled generations")                     \
-    X(int64_t, snapshot_samples, "samples per prompt", field::count(1),                                  \
+    X(int64_t, snapshot_samples, "samples per prompt", field::count(1, 4096),                            \
       "overoptimisation: temperature-1 samples per test prompt and PPO snapshot")                        \
-    X(int64_t, best_of_n, "samples per prompt", field::count(1),                                         \
+    X(int64_t, best_of_n, "samples per prompt", field::count(1, 4096),                                   \
       "overoptimisation: SFT samples per test prompt for best-of-n")
 struct EvaluationConfig {
     PPOLAB_EVALUATION_FIELDS(PPOLAB_CONFIG_MEMBER)
@@ -299,7 +300,7 @@ struct CheckpointConfig {
 // chunk order), so it is in the config hash; the world size (`mpirun -np W`,
 // any W dividing the chunks) is not, and changes none.
 #define PPOLAB_PARALLEL_FIELDS(X)                                                                                 \
-    X(int64_t, chunks, "chunks", field::count(1),                                                                 \
+    X(int64_t, chunks, "chunks", field::count(1, 4096),                                                           \
       "chunks of every update (SFT examples, judge and DPO pairs, PPO minibatch rows); `mpirun -np W` needs W | " \
       "chunks; 1: the single-process update")
 struct ParallelSection {
@@ -337,7 +338,7 @@ struct StudySection {
 // replicates: how many independent chains `ppolab run` trains (outside the
 // config hash: each chain's numbers are named by its study.seed).
 #define PPOLAB_REPLICATES_FIELDS(X)                                                                        \
-    X(int64_t, count, "chains", field::count(1),                                                           \
+    X(int64_t, count, "chains", field::count(1, 1000),                                                     \
       "independent SFT -> judge -> PPO -> evaluation chains on one corpus (RUN/replicates/<k>/ when > 1)") \
     X(bool, repretrain_base, "flag", field::any(),                                                         \
       "tiny preset: each replicate also pretrains its own base (pretrain.seed derived); off: one shared base")

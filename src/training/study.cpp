@@ -2,8 +2,11 @@
 
 #include <sys/resource.h>
 
+#include <functional>
+
 #include "model/hf_folder.h"
 #include "model/tensor_table.h"
+#include "parallel/world.h"
 #include "tokenizer/chat.h"
 #include "training/identity.h"
 #include "training/study_config.h"
@@ -33,6 +36,38 @@ static int32_t special_id(const Tokenizer& tok, const OptionalString& configured
         fail(dir.string(), "/tokenizer.json: '", token, "' has id ", id, "; config model.", which, "_token_id expects ",
              *want);
     return id;
+}
+
+// Under mpirun: "" when every rank's configuration is rank 0's, else, on
+// every rank, the first key where some rank differs from rank 0 and this
+// rank's value there ("sft.lr = 0.02"), which parallel::agree then names
+// beside rank 0's.
+static std::string first_config_difference(const json& config) {
+    const std::vector<std::string> all = parallel::all_gather(config.dump());
+    const json zero = json::parse(all[0]);
+    std::string key;  // the first differing leaf, "sft.lr"
+    std::function<void(const json&, const json&, const std::string&)> walk = [&](const json& a, const json& b,
+                                                                                const std::string& at) {
+        if (!key.empty()) return;
+        if (a.is_object() && b.is_object()) {
+            for (const auto& [k, v] : a.items()) walk(v, b.contains(k) ? b[k] : json(), at.empty() ? k : at + "." + k);
+            for (const auto& [k, v] : b.items())
+                if (!a.contains(k)) walk(json(), v, at.empty() ? k : at + "." + k);
+        } else if (a != b) {
+            key = at;
+        }
+    };
+    for (size_t r = 1; r < all.size() && key.empty(); ++r) walk(json::parse(all[r]), zero, "");
+    if (key.empty()) return "";
+    const json* v = &config;  // this rank's value at that key
+    for (size_t at = 0; at <= key.size();) {
+        const size_t dot = std::min(key.find('.', at), key.size());
+        const std::string k = key.substr(at, dot - at);
+        if (!v->is_object() || !v->contains(k)) return key + " absent";
+        v = &(*v)[k];
+        at = dot + 1;
+    }
+    return key + " = " + v->dump();
 }
 
 Study Study::open(const json& config, const RunLayout& run, const std::optional<fs::path>& model_override,
@@ -87,6 +122,9 @@ Study Study::open(const json& config, const RunLayout& run, const std::optional<
     s.model_sha256 = checkpoint_sha256(s.model_dir);
     s.base_identity = base_frozen_identity(s.base);
     s.code_sha256 = running_binary_sha256();
+    parallel::agree("when stage " + stage + " opens", {{"configuration", first_config_difference(config)},
+                                                       {"base checkpoint sha256", s.model_sha256},
+                                                       {"binary sha256", s.code_sha256}});
     // oneDNN reads the base's matrices from copies prepacked once per layout
     // instead of repacking them on every product (BENCHMARKS.md: 10–45 % per
     // large product); the copies belong to the matrices and move with `s`.

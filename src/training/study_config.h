@@ -42,6 +42,11 @@ void set_config_value(json& config, std::string_view assignment);
 inline constexpr int64_t kMaxConfigInteger = int64_t(1) << 53;
 inline constexpr int64_t kMaxConfigCount = 1'000'000'000;
 inline constexpr int64_t kMaxLoraRank = 65536;
+// Counts that size memory have bounds of their own (config_types.h):
+// replicates.count 1000, best-of-n and snapshot samples 4096, and the token
+// limits kMaxConfigTokens (2^20: above every supported model's positions;
+// the model's own max_position_embeddings is checked when it is known).
+inline constexpr int64_t kMaxConfigTokens = int64_t(1) << 20;
 // Range and enumeration checks of the values every stage relies on (learning
 // rates > 0, ratios in [0, 1], epochs >= 1, missing_eos in {replace, add},
 // known LoRA targets, limits that fit, …); errors name the key, the allowed

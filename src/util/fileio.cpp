@@ -14,14 +14,6 @@
 
 namespace ppolab {
 
-std::string read_file(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot open '", path.string(), "': ", std::strerror(errno));
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) fail("read error in '", path.string(), "'");
-    return bytes;
-}
-
 static const char* file_type_name(mode_t mode) {
     if (S_ISDIR(mode)) return "a directory";
     if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
@@ -31,21 +23,51 @@ static const char* file_type_name(mode_t mode) {
     return "not a regular file";
 }
 
+int open_regular_file(const fs::path& path, std::string_view what) {
+    // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) fail("cannot open ", what, " '", path.string(), "': ", std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        fail("cannot inspect ", what, " '", path.string(), "': ", std::strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        fail(what, " '", path.string(), "' is ", file_type_name(st.st_mode), ", expected a regular file");
+    }
+    return fd;
+}
+
+std::string read_file(const fs::path& path) {
+    const int fd = open_regular_file(path, "file");
+    std::string bytes;
+    char buf[1 << 16];
+    while (true) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const int err = errno;
+            ::close(fd);
+            fail("read error in '", path.string(), "': ", std::strerror(err));
+        }
+        if (n == 0) break;
+        bytes.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return bytes;
+}
+
 InputFile::InputFile(const fs::path& path, InputKind kind) : path_(path), kind_(kind) {
     const InputLimitInfo& info = input_limit_info(kind);
     limit_ = input_limit_bytes(kind);
-    // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd_ < 0) fail("cannot open ", info.one, " '", path.string(), "': ", std::strerror(errno));
+    fd_ = open_regular_file(path, info.one);
     struct stat st;
     if (::fstat(fd_, &st) != 0) {
         const int err = errno;
         ::close(fd_);
         fail("cannot inspect ", info.one, " '", path.string(), "': ", std::strerror(err));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd_);
-        fail(info.one, " '", path.string(), "' is ", file_type_name(st.st_mode), ", expected a regular file");
     }
     size_ = static_cast<uint64_t>(st.st_size);
     if (size_ > limit_) {

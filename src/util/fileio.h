@@ -23,6 +23,14 @@ enum class Overwrite { refuse, replace };
 
 std::string read_file(const fs::path& path);  // whole file as bytes; Error names the path
 
+// Opens `path` for reading and returns its descriptor (the caller closes
+// it), or refuses, naming `what` and the path, anything that is not a regular
+// file: a folder, a device, a socket, or a FIFO, which is neither waited on
+// nor read ("model file 'm/model.safetensors' is a FIFO (named pipe),
+// expected a regular file"). Every read of a file ppolab did not just write
+// goes through it or through InputFile below.
+int open_regular_file(const fs::path& path, std::string_view what);
+
 // An outside input opened for reading (util/input_limits.h): refused, naming
 // the file, unless it is a regular file ("'x' is a directory, expected a
 // regular file"; FIFOs and devices alike, checked before anything is read,

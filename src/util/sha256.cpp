@@ -1,11 +1,14 @@
 #include "util/sha256.h"
 
 #include <openssl/evp.h>
+#include <unistd.h>
 
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "util/error.h"
+#include "util/fileio.h"
 
 namespace ppolab {
 
@@ -42,16 +45,26 @@ std::string sha256_hex(const void* data, size_t size) {
 
 std::string sha256_hex(std::string_view text) { return sha256_hex(text.data(), text.size()); }
 
-std::string sha256_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot open '", path.string(), "' to hash it");
-    Sha256 h;
+void sha256_update_file(Sha256& h, const std::filesystem::path& path) {
+    const int fd = open_regular_file(path, "file");
     std::vector<char> buffer(1 << 20);
-    while (in) {
-        in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-        h.update(buffer.data(), static_cast<size_t>(in.gcount()));
+    while (true) {
+        const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const int err = errno;
+            ::close(fd);
+            fail("read error while hashing '", path.string(), "': ", std::strerror(err));
+        }
+        if (n == 0) break;
+        h.update(buffer.data(), static_cast<size_t>(n));
     }
-    if (in.bad()) fail("read error while hashing '", path.string(), "'");
+    ::close(fd);
+}
+
+std::string sha256_file(const std::filesystem::path& path) {
+    Sha256 h;
+    sha256_update_file(h, path);
     return h.hex();
 }
 

@@ -26,5 +26,7 @@ private:
 std::string sha256_hex(const void* data, size_t size);
 std::string sha256_hex(std::string_view text);
 std::string sha256_file(const std::filesystem::path& path);
+// The bytes of a regular file (util/fileio.h open_regular_file) into h.
+void sha256_update_file(Sha256& h, const std::filesystem::path& path);
 
 }  // namespace ppolab
