@@ -25,6 +25,7 @@
 #include "training/crash_checkpoints.h"
 #include "training/pretrain.h"
 #include "training/run_layout.h"
+#include "training/run_records.h"
 #include "training/study_config.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -332,6 +333,34 @@ std::vector<RunLayout> study_chains(const RunLayout& run, const StudyConfig& cfg
     return chains;
 }
 
+// The records of every chain, checked against the options (run_records.h).
+void check_study_records(const RunLayout& run, const json& config) {
+    const StudyConfig cfg = StudyConfig::parse(config);
+    const std::vector<RunLayout> layouts = study_chains(run, cfg);
+    std::vector<ChainExpectation> chains;
+    for (size_t k = 0; k < layouts.size(); ++k) {
+        json chain_config = config;  // as the stage commands see it (stage_options.cpp: --replicate k)
+        const int64_t seed = cfg.study.seed + static_cast<int64_t>(k);
+        if (layouts.size() > 1) chain_config["study"]["seed"] = seed;
+        chains.push_back({layouts[k], config_identity(chain_config),
+                          layouts.size() > 1 ? "replicate " + std::to_string(k) + " (study.seed " +
+                                                   std::to_string(seed) + ")"
+                                             : "the run"});
+    }
+    check_run_records(run.findings(), chains);
+}
+
+// What a killed step's atomic writes left in the folders the study steps
+// write whole files to (findings.json, exercise.json, eval/): a finished run
+// holds no ".name.tmpN" (the stages sweep their own folders).
+void remove_leftover_temporaries(const RunLayout& run, const std::vector<RunLayout>& chains) {
+    remove_atomic_temporaries(run.root);
+    for (const RunLayout& chain : chains) {
+        if (chain.root != run.root) remove_atomic_temporaries(chain.root);
+        remove_atomic_temporaries(chain.eval());
+    }
+}
+
 json reward_test_summary(const RunLayout& chain) {
     json rt = read_or_null(chain.reward_test());
     if (rt.is_null()) return rt;
@@ -498,6 +527,7 @@ int run_study(const Args& args) {
         // The study's options: given once for a new run, recorded, reused on resume.
         if (resuming) {
             state = read_json_file(state_path);
+            validate_run_state(state, state_path);
             for (const char* o : {"preset", "config", "set", "model", "replicates", "compare", "ablations"})
                 if (args.has(o)) fail("--resume continues with the recorded options; --", o, " cannot change them");
         } else {
@@ -506,7 +536,10 @@ int run_study(const Args& args) {
         }
     }
     parallel::barrier();
-    if (!world.writer()) state = read_json_file(state_path);
+    if (!world.writer()) {
+        state = read_json_file(state_path);
+        validate_run_state(state, state_path);
+    }
     const json& options = state["options"];
     std::vector<std::string> common = {"--preset", options["preset"].get<std::string>()};
     for (const auto& f : options["config"]) common.insert(common.end(), {"--config", f.get<std::string>()});
@@ -517,6 +550,8 @@ int run_study(const Args& args) {
 
     const int64_t replicates = StudyConfig::parse(config).replicates.count;
     engine_apply(StudyConfig::parse(config).engine);  // the dispatch report below names the mode
+    if (resuming) check_study_records(run, config);  // before any step
+    if (resuming && world.writer()) remove_leftover_temporaries(run, study_chains(run, StudyConfig::parse(config)));
     if (world.size > 1 && (args.has("votes") || !state["options"].value("feedback", json()).is_null()))
         fail("a judge from votes (--votes) is trained by one process; under mpirun (", world.size,
              " ranks) `ppolab run` trains the judge from the corpus's pairs only: continue this run without mpirun");
@@ -592,7 +627,16 @@ int run_study(const Args& args) {
     }
     Progress::set_context("");
     if (!world.writer()) return 0;  // rank 0 gathers the results
-    json results = gather_results(run, config, state, steps);
+    check_study_records(run, config);
+    remove_leftover_temporaries(run, study_chains(run, StudyConfig::parse(config)));
+    json results;
+    try {
+        results = gather_results(run, config, state, steps);
+    } catch (const json::exception& e) {  // a record's value of the wrong kind (run_records.h checked the rest)
+        fail("gathering ", run.results().string(), ": a stage record under ", run.root.string(),
+             " holds a value of another kind than the stage writes (", e.what(),
+             "); the run folder was edited: restore it or start a new run");
+    }
     write_json_atomic(run.results(), results);
     std::printf("\n%s", study_summary(results, run.root).c_str());
     return 0;

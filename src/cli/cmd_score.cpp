@@ -39,6 +39,11 @@ std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab) {
 int run_score(const Args& args) {
     args.allow_only({"model", "ids", "dump-logits", "adapter"});
     const fs::path dir = args.get("model");
+    if (args.has("dump-logits")) {  // checked before any work: ppolab never replaces a file it was given
+        std::error_code ec;
+        if (fs::symlink_status(args.get("dump-logits"), ec).type() != fs::file_type::not_found)
+            fail("--dump-logits ", args.get("dump-logits"), ": already exists; ppolab writes a new file, never over one");
+    }
     const Qwen2Weights weights = load_checkpoint(dir, WeightType::bf16);
     const Qwen2Config& c = weights.config;
     const std::vector<int32_t> ids = parse_ids(args.get("ids"), c.vocab_size);
@@ -68,7 +73,7 @@ int run_score(const Args& args) {
         const fs::path file = args.get("dump-logits");
         write_file_atomic(file,
                           std::string_view(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float)),
-                          Overwrite::replace);
+                          Overwrite::refuse);
         out["logits_file"] = file.string();
         out["logits_shape"] = {T, c.vocab_size};
         out["logits_dtype"] = "float32 little-endian";

@@ -13,6 +13,7 @@
 #include "evaluation/report_internal.h"
 #include "training/metric_names.h"
 #include "training/run_layout.h"
+#include "training/run_records.h"
 #include "util/error.h"
 #include "util/fileio.h"
 
@@ -747,11 +748,11 @@ std::string render_run_facts(const RunLayout& run) {
     const fs::path st = run.run_state();
     if (!exists_file(st)) return s + not_run("ppolab run (RUN/run-state.json)");
     const json d = read_json_file(st);
+    validate_run_state(d, st);
     s += "<table>\n<tr><th>step</th><th>seconds</th><th>command</th></tr>\n";
-    if (d.contains("steps") && d["steps"].is_object())
-        for (const auto& [step, v] : d["steps"].items())
-            s += "<tr><td>" + html_escape(step) + "</td>" + td(v.value("seconds", json())) + "<td><code>" +
-                 html_escape(v.value("command", std::string())) + "</code></td></tr>\n";
+    for (const auto& [step, v] : d["steps"].items())
+        s += "<tr><td>" + html_escape(step) + "</td>" + td(v["seconds"]) + "<td><code>" +
+             html_escape(v["command"].get<std::string>()) + "</code></td></tr>\n";
     return s + "</table>\n";
 }
 

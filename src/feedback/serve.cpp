@@ -584,8 +584,26 @@ void serve_votes(const ServeOptions& o) {
     if (o.port < 0 || o.port > 65535) fail("--port must be in [0, 65535], got ", o.port);
     const std::string bytes = read_input_file(o.candidates, InputKind::candidates);
     CandidateFile candidates = parse_candidates(bytes, o.candidates.string());
+    const std::string guide = o.guide ? read_vote_guide(*o.guide) : std::string(kDefaultVoteGuide);
+    // Every pair's page must fit the server's answer, checked before anything
+    // is written: a pair too long to show is refused now, not answered with
+    // an error page after the participant has consented.
+    for (const CandidatePair& p : candidates.pairs) {
+        const PromptParts parts = corpus_prompt_parts(p.prompt);
+        const size_t page = response_json(json{{"guide", guide}, {"out", o.out.string()},
+                                               {"pair", {{"id", p.id}, {"prompt", p.prompt},
+                                                         {"reference", parts.reference},
+                                                         {"situation", parts.situation}, {"a", p.a.text},
+                                                         {"b", p.b.text}}}})
+                                .size() +
+                            1024;  // the state's other fields
+        if (page > kHttpMaxResponse)
+            fail(o.candidates.string(), ": pair '", p.id, "' would make a voting page of about ", page,
+                 " bytes, over the server's limit of ", kHttpMaxResponse,
+                 " (its prompt and responses are too long to show); remove it from the file");
+    }
     VoteSession session(std::move(candidates), sha256_hex(bytes), o.out,
-                        o.guide ? read_vote_guide(*o.guide) : std::string(kDefaultVoteGuide));
+                        guide);
 
     UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!listener) fail("feedback serve: socket() failed: ", std::strerror(errno));

@@ -98,6 +98,15 @@ json merge_config(const json& base, const json& overlay, const std::string& wher
     return merge_at(base, overlay, "", where);
 }
 
+// A string holding a NUL byte (JSON's \u0000) would be cut short wherever
+// it is passed on as C text (a step's arguments, a tokenizer, a file name).
+static void refuse_nul_strings(const json& v, const std::string& where) {
+    if (v.is_string() && v.get_ref<const std::string&>().find('\0') != std::string::npos)
+        fail(where, ": a string holds a NUL byte (\\u0000), which no config value may hold");
+    if (v.is_structured())
+        for (const json& x : v) refuse_nul_strings(x, where);
+}
+
 void set_config_value(json& config, std::string_view assignment) {
     const std::string where = "--set " + std::string(assignment);
     const size_t eq = assignment.find('=');
@@ -107,6 +116,13 @@ void set_config_value(json& config, std::string_view assignment) {
     json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (value.is_discarded()) value = text;  // not JSON: the text itself
     else value = parse_json(text, where);    // JSON: a repeated key is an error, as in every JSON input
+    // A number that is not zero but rounds to it (1e-400) is refused, not read as 0.
+    if (value.is_number_float() && value.get<double>() == 0.0) {
+        const std::string mantissa = text.substr(0, text.find_first_of("eE"));
+        if (mantissa.find_first_of("123456789") != std::string::npos)
+            fail(where, ": ", text, " is too small for a double (it would be read as 0)");
+    }
+    refuse_nul_strings(value, where);
     // Build the nested overlay {"a": {"b": value}} and merge it.
     json overlay = value;
     size_t end = path.size();
@@ -126,7 +142,11 @@ json effective_config(std::string_view preset, const std::vector<fs::path>& conf
                       const std::vector<std::string>& sets) {
     json config = preset_config(preset);
     for (const fs::path& file : config_files)
-        config = merge_config(config, read_json_file(file, InputKind::config), file.string());
+    {
+        const json overlay = read_json_file(file, InputKind::config);
+        refuse_nul_strings(overlay, file.string());
+        config = merge_config(config, overlay, file.string());
+    }
     for (const std::string& s : sets) set_config_value(config, s);
     validate_study_config(config);
     return config;

@@ -209,4 +209,25 @@ expect_error "$WORK/log" \
   mpi 2 findings --run "$ONE"
 expect_error "$WORK/log" "a judge from votes (--votes) is trained by one process" \
   mpi 2 run --resume "$TWO" --votes "$WORK/log" --candidates "$WORK/log"
-echo "mpi smoke: W=2 equals W=1 (sft, reward, ppo, dpo, rloo, grpo, evaluate), resume across world sizes, kill -9, drift, refusals: ok"
+# Ranks that disagree stop by name before any collective, writing nothing:
+# other arguments, another command, another configuration (each rank reads
+# its own c.json), and the default chunk count under mpirun says what to add.
+mpmd() {  # an MPMD job: "-np 1 [--wdir D] BIN ARGS… : -np 1 …"
+  mpirun --oversubscribe --bind-to none --mca btl self,vader -x OMP_NUM_THREADS -x PPOLAB_QUIET "$@"
+}
+fresh "$WORK/agree"
+expect_error "$WORK/log" "the ranks disagree before sft: rank 1 has arguments" \
+  mpmd -np 1 "$BIN" sft --run "$WORK/agree" "${SETS[@]}" : -np 1 "$BIN" sft --run "$WORK/agree" "${SETS[@]}" \
+  --set parallel.chunks=4
+expect_error "$WORK/log" "the ranks disagree before sft: rank 1 has command 'reward', rank 0 'sft'" \
+  mpmd -np 1 "$BIN" sft --run "$WORK/agree" "${SETS[@]}" : -np 1 "$BIN" reward --run "$WORK/agree" "${SETS[@]}"
+mkdir -p "$WORK/rank0" "$WORK/rank1"
+echo '{"sft": {"lr": 0.001}}' > "$WORK/rank0/c.json"
+echo '{"sft": {"lr": 0.002}}' > "$WORK/rank1/c.json"
+expect_error "$WORK/log" "rank 1 has configuration 'sft.lr = 0.002', rank 0 'sft.lr = 0.001'" \
+  mpmd -np 1 --wdir "$WORK/rank0" "$BIN" sft --run "$WORK/agree" --config c.json "${SETS[@]}" \
+  : -np 1 --wdir "$WORK/rank1" "$BIN" sft --run "$WORK/agree" --config c.json "${SETS[@]}"
+[ ! -e "$WORK/agree/sft" ] || [ -z "$(ls -A "$WORK/agree/sft")" ] || fail "ranks that disagree wrote into RUN/sft"
+expect_error "$WORK/log" "add \`--set parallel.chunks=2\`" mpi 2 run --out "$WORK/default-chunks" --until sft
+[ ! -e "$WORK/default-chunks" ] || fail "a refused mpirun run --out left its folder"
+echo "mpi smoke: W=2 equals W=1 (sft, reward, ppo, dpo, rloo, grpo, evaluate), resume across world sizes, kill -9, drift, refusals, disagreeing ranks: ok"
