@@ -28,7 +28,10 @@ const fs::path& folder() {
         std::string tmpl = (fs::temp_directory_path() / "ppolab-fuzz-run-records.XXXXXX").string();
         if (!::mkdtemp(tmpl.data())) std::abort();
         fs::create_directories(fs::path(tmpl) / "sft");
-        std::atexit([] { std::error_code ec; fs::remove_all(folder(), ec); });
+        std::atexit([] {
+            std::error_code ec;
+            fs::remove_all(folder(), ec);
+        });
         return fs::path(tmpl);
     }();
     return dir;
@@ -44,8 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const Error&) {}
     const fs::path run = folder();
     const ChainExpectation chain{RunLayout{run},
-                                 json{{"config_sha256", std::string(64, '0')}, {"numerics", "canonical"}},
-                                 "the run"};
+                                 json{{"config_sha256", std::string(64, '0')}, {"numerics", "canonical"}}, "the run"};
     for (const fs::path& file : {run / "sft" / "continuous.json", run / "findings.json"}) {
         std::error_code ec;
         fs::remove(run / "sft" / "continuous.json", ec);

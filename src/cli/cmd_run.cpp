@@ -343,9 +343,9 @@ void check_study_records(const RunLayout& run, const json& config) {
         const int64_t seed = cfg.study.seed + static_cast<int64_t>(k);
         if (layouts.size() > 1) chain_config["study"]["seed"] = seed;
         chains.push_back({layouts[k], config_identity(chain_config),
-                          layouts.size() > 1 ? "replicate " + std::to_string(k) + " (study.seed " +
-                                                   std::to_string(seed) + ")"
-                                             : "the run"});
+                          layouts.size() > 1
+                              ? "replicate " + std::to_string(k) + " (study.seed " + std::to_string(seed) + ")"
+                              : "the run"});
     }
     check_run_records(run.findings(), chains);
 }
@@ -550,7 +550,7 @@ int run_study(const Args& args) {
 
     const int64_t replicates = StudyConfig::parse(config).replicates.count;
     engine_apply(StudyConfig::parse(config).engine);  // the dispatch report below names the mode
-    if (resuming) check_study_records(run, config);  // before any step
+    if (resuming) check_study_records(run, config);   // before any step
     if (resuming && world.writer()) remove_leftover_temporaries(run, study_chains(run, StudyConfig::parse(config)));
     if (world.size > 1 && (args.has("votes") || !state["options"].value("feedback", json()).is_null()))
         fail("a judge from votes (--votes) is trained by one process; under mpirun (", world.size,

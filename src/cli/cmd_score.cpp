@@ -42,7 +42,8 @@ int run_score(const Args& args) {
     if (args.has("dump-logits")) {  // checked before any work: ppolab never replaces a file it was given
         std::error_code ec;
         if (fs::symlink_status(args.get("dump-logits"), ec).type() != fs::file_type::not_found)
-            fail("--dump-logits ", args.get("dump-logits"), ": already exists; ppolab writes a new file, never over one");
+            fail("--dump-logits ", args.get("dump-logits"),
+                 ": already exists; ppolab writes a new file, never over one");
     }
     const Qwen2Weights weights = load_checkpoint(dir, WeightType::bf16);
     const Qwen2Config& c = weights.config;

@@ -2,9 +2,9 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
     try {
         numerics_check_environment();  // a bad PPOLAB_ISA fails here, by name
         bf16_products_native();        // a bad PPOLAB_BF16_PRODUCTS fails here, not inside a product
-        if (world.size > 1) {  // before any collective: the same command line on every rank
+        if (world.size > 1) {          // before any collective: the same command line on every rank
             std::string joined;
             for (const std::string& a : args) joined += (joined.empty() ? "" : " ") + a;
             parallel::agree("before " + rest[0], {{"command", rest[0]}, {"arguments", joined}});

@@ -590,11 +590,15 @@ void serve_votes(const ServeOptions& o) {
     // an error page after the participant has consented.
     for (const CandidatePair& p : candidates.pairs) {
         const PromptParts parts = corpus_prompt_parts(p.prompt);
-        const size_t page = response_json(json{{"guide", guide}, {"out", o.out.string()},
-                                               {"pair", {{"id", p.id}, {"prompt", p.prompt},
-                                                         {"reference", parts.reference},
-                                                         {"situation", parts.situation}, {"a", p.a.text},
-                                                         {"b", p.b.text}}}})
+        const size_t page = response_json(json{{"guide", guide},
+                                               {"out", o.out.string()},
+                                               {"pair",
+                                                {{"id", p.id},
+                                                 {"prompt", p.prompt},
+                                                 {"reference", parts.reference},
+                                                 {"situation", parts.situation},
+                                                 {"a", p.a.text},
+                                                 {"b", p.b.text}}}})
                                 .size() +
                             1024;  // the state's other fields
         if (page > kHttpMaxResponse)
@@ -602,8 +606,7 @@ void serve_votes(const ServeOptions& o) {
                  " bytes, over the server's limit of ", kHttpMaxResponse,
                  " (its prompt and responses are too long to show); remove it from the file");
     }
-    VoteSession session(std::move(candidates), sha256_hex(bytes), o.out,
-                        guide);
+    VoteSession session(std::move(candidates), sha256_hex(bytes), o.out, guide);
 
     UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!listener) fail("feedback serve: socket() failed: ", std::strerror(errno));

@@ -90,7 +90,8 @@ Qwen2Config Qwen2Config::from_json(const json& j, const std::string& where) {
     c.tie_word_embeddings = has(j, "tie_word_embeddings") ? json_bool(j, "tie_word_embeddings", where) : false;
     c.bos_token_id = token_id(j, "bos_token_id", where);
     c.eos_token_id = token_id(j, "eos_token_id", where);
-    for (const auto& [name, id] : {std::pair{"bos_token_id", c.bos_token_id}, std::pair{"eos_token_id", c.eos_token_id}})
+    for (const auto& [name, id] :
+         {std::pair{"bos_token_id", c.bos_token_id}, std::pair{"eos_token_id", c.eos_token_id}})
         if (id >= c.vocab_size)
             fail(where, ": field '", name, "' (", id, ") must be a token id below vocab_size (", c.vocab_size, ")");
     if (has(j, "torch_dtype")) {

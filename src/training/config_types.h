@@ -31,7 +31,7 @@ struct FieldCheck {
     enum class Type { none, count, range, one_of, subset_of };
     Type type = Type::none;
     int64_t min = 0, max = 0;  // count: >= min and <= max (kMaxConfigCount unless the field says)
-    double lo = 0, hi = 0;  // range: [lo, hi], or (lo, hi] when lo_open
+    double lo = 0, hi = 0;     // range: [lo, hi], or (lo, hi] when lo_open
     bool lo_open = false;
     std::vector<std::string> names;  // one_of: the value; subset_of: every element (non-empty list)
 };
@@ -131,7 +131,7 @@ struct HeadsConfig {
 };
 
 // limits: token budgets; a row over them is refused, never truncated (SPEC §3).
-#define PPOLAB_LIMITS_FIELDS(X)                                                           \
+#define PPOLAB_LIMITS_FIELDS(X)                                                                             \
     X(int64_t, max_prompt, "tokens", field::count(1, kMaxConfigTokens), "longest rendered prompt")          \
     X(int64_t, max_response, "tokens", field::count(1, kMaxConfigTokens), "longest response, EOS included") \
     X(int64_t, max_context, "tokens", field::count(1, kMaxConfigTokens), "longest prompt + response (> max_response)")

@@ -105,10 +105,12 @@ void check_run_records(const std::filesystem::path& findings, const std::vector<
             std::string what;  // the fields that differ, e.g. config_sha256 0b46…, the options give f829…
             for (const auto& [key, want] : expected.items()) {
                 const std::string have = got.is_object() && got.contains(key) ? got[key].dump() : "nothing";
-                if (have != want.dump()) what += (what.empty() ? "" : "; ") + key + " " + have + ", the options give " + want.dump();
+                if (have != want.dump())
+                    what += (what.empty() ? "" : "; ") + key + " " + have + ", the options give " + want.dump();
             }
-            fail(file.string(), ": made under another configuration than ", whose, "'s recorded options (identity.config.",
-                 what, "); the run folder or its run-state.json was edited or mixed with another run: restore it or "
+            fail(file.string(), ": made under another configuration than ", whose,
+                 "'s recorded options (identity.config.", what,
+                 "); the run folder or its run-state.json was edited or mixed with another run: restore it or "
                  "start a new run");
         }
         // 2. Each later stage used the policy and judge its chain finished with.
@@ -124,19 +126,20 @@ void check_run_records(const std::filesystem::path& findings, const std::vector<
         const std::filesystem::path sf = chain.report("sft", "continuous"), jf = chain.report("reward", "continuous");
         link(ppo.is_null() ? nullptr : &ppo, chain.report("ppo", "continuous"), "sft_learned_identity", s, sf);
         link(ppo.is_null() ? nullptr : &ppo, chain.report("ppo", "continuous"), "reward_learned_identity", j, jf);
-        link(overopt.is_null() ? nullptr : &overopt, chain.eval() / "overoptimisation.json", "sft_learned_identity",
-             s, sf);
-        link(overopt.is_null() ? nullptr : &overopt, chain.eval() / "overoptimisation.json",
-             "judge_learned_identity", j, jf);
+        link(overopt.is_null() ? nullptr : &overopt, chain.eval() / "overoptimisation.json", "sft_learned_identity", s,
+             sf);
+        link(overopt.is_null() ? nullptr : &overopt, chain.eval() / "overoptimisation.json", "judge_learned_identity",
+             j, jf);
         link(exercise.is_null() ? nullptr : &exercise, chain.exercise(), "judge_learned_identity", j, jf);
     }
     // 3. The findings cover this study's chains.
     if (std::filesystem::exists(findings)) {
         const json f = read_json_file(findings);
         if (!f.is_object() || f.value("format", json()) != "ppolab-findings")
-            fail(findings.string(), ": not a findings record (expected an object with format "
-                                          "'ppolab-findings'); the run folder was edited: restore it or run "
-                                          "`ppolab findings` again");
+            fail(findings.string(),
+                 ": not a findings record (expected an object with format "
+                 "'ppolab-findings'); the run folder was edited: restore it or run "
+                 "`ppolab findings` again");
         if (f.value("replicates", json()) != json(chains.size()))
             fail(findings.string(), ": covers ", f.value("replicates", json()).dump(), " replicates, the run has ",
                  chains.size());

@@ -47,7 +47,7 @@ static std::string first_config_difference(const json& config) {
     const json zero = json::parse(all[0]);
     std::string key;  // the first differing leaf, "sft.lr"
     std::function<void(const json&, const json&, const std::string&)> walk = [&](const json& a, const json& b,
-                                                                                const std::string& at) {
+                                                                                 const std::string& at) {
         if (!key.empty()) return;
         if (a.is_object() && b.is_object()) {
             for (const auto& [k, v] : a.items()) walk(v, b.contains(k) ? b[k] : json(), at.empty() ? k : at + "." + k);

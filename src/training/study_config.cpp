@@ -141,8 +141,7 @@ void set_config_value(json& config, std::string_view assignment) {
 json effective_config(std::string_view preset, const std::vector<fs::path>& config_files,
                       const std::vector<std::string>& sets) {
     json config = preset_config(preset);
-    for (const fs::path& file : config_files)
-    {
+    for (const fs::path& file : config_files) {
         const json overlay = read_json_file(file, InputKind::config);
         refuse_nul_strings(overlay, file.string());
         config = merge_config(config, overlay, file.string());

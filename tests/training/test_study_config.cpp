@@ -213,6 +213,15 @@ TEST(StudyConfig, ValuesAreValidated) {
          "'max_updates' must be an integer in [-9007199254740992, "
          "9007199254740992] (2^53), got 10000000000000000000"},
         {"ppo.interrupt_iteration=-1", "'ppo.interrupt_iteration' must be >= 0"},
+        // Counts that size memory: bounds of their own, checked before anything is sized.
+        {"replicates.count=1001", "'replicates.count' must be <= 1000 (the bound of this count: it sizes memory)"},
+        {"parallel.chunks=4097", "'parallel.chunks' must be <= 4096"},
+        {"evaluation.best_of_n=5000", "'evaluation.best_of_n' must be <= 4096"},
+        {"evaluation.snapshot_samples=5000", "'evaluation.snapshot_samples' must be <= 4096"},
+        {"limits.max_response=2000000", "'limits.max_response' must be <= 1048576"},
+        // Values that would be read as something else.
+        {"sft.lr=1e-400", "1e-400 is too small for a double (it would be read as 0)"},
+        {"model.system_prompt=\"a\\u0000b\"", "a string holds a NUL byte"},
         {"lora.rank=1000000000",
          "'lora.rank' must be <= 65536 (and at most the smallest dimension of the targeted "
          "projections), got 1000000000"},

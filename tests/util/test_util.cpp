@@ -180,6 +180,28 @@ TEST(InputFile, RefusesWhatIsNotARegularFileNamingIt) {
     fs::remove_all(dir);
 }
 
+// Every other read of a file ppolab did not just write (whole files, hashes,
+// safetensors maps) refuses a FIFO at once too: none of them may block.
+TEST(InputFile, EveryReaderRefusesAFifoWithoutBlocking) {
+    fs::path dir = temp_dir("fifo_readers");
+    const fs::path fifo = dir / "pipe";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const std::string named = "'" + fifo.string() + "' is a FIFO (named pipe), expected a regular file";
+    std::string m = error_of([&] { read_file(fifo); });
+    EXPECT_TRUE(contains(m, "file " + named)) << m;
+    m = error_of([&] { sha256_file(fifo); });
+    EXPECT_TRUE(contains(m, "file " + named)) << m;
+    m = error_of([&] { ::close(open_regular_file(fifo, "model file")); });
+    EXPECT_TRUE(contains(m, "model file " + named)) << m;
+    m = error_of([&] { ::close(open_regular_file(dir, "model file")); });
+    EXPECT_TRUE(contains(m, "model file '" + dir.string() + "' is a directory")) << m;
+    // A regular file still reads whole, and hashes as its bytes.
+    write_file_atomic(dir / "x.txt", std::string("abc"));
+    EXPECT_EQ(read_file(dir / "x.txt"), "abc");
+    EXPECT_EQ(sha256_file(dir / "x.txt"), sha256_hex(std::string_view("abc")));
+    fs::remove_all(dir);
+}
+
 TEST(InputFile, RefusesFilesOverTheLimitBeforeReadingAndTheLimitCanBeRaised) {
     fs::path dir = temp_dir("input_limit");
     const fs::path big = dir / "config.json";
