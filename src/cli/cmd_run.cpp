@@ -23,6 +23,7 @@
 #include "parallel/world.h"
 #include "training/config_types.h"
 #include "training/crash_checkpoints.h"
+#include "training/learned_io.h"
 #include "training/pretrain.h"
 #include "training/run_layout.h"
 #include "training/run_records.h"
@@ -348,6 +349,20 @@ void check_study_records(const RunLayout& run, const json& config) {
                               : "the run"});
     }
     check_run_records(run.findings(), chains);
+    // The learned tensors on disk are those the records finished with
+    // (read_learned recomputes each file's identity from its tensors).
+    for (const ChainExpectation& c : chains)
+        for (const char* stage : {"sft", "reward"}) {
+            const fs::path record = c.layout.report(stage, "continuous");
+            const fs::path tensors = c.layout.final_dir(stage) / "learned.safetensors";
+            if (!fs::exists(record) || !fs::exists(tensors)) continue;
+            const json finished = read_json_file(record).value("final_learned_identity", json());
+            const std::string on_disk = read_learned(tensors).identity;
+            if (finished != json(on_disk))
+                fail(tensors.string(), ": its learned identity is \"", on_disk, "\" but ", record.string(),
+                     " finished with ", finished.dump(),
+                     "; the tensors were replaced or edited: restore them or start a new run");
+        }
 }
 
 // What a killed step's atomic writes left in the folders the study steps
@@ -629,14 +644,9 @@ int run_study(const Args& args) {
     if (!world.writer()) return 0;  // rank 0 gathers the results
     check_study_records(run, config);
     remove_leftover_temporaries(run, study_chains(run, StudyConfig::parse(config)));
-    json results;
-    try {
-        results = gather_results(run, config, state, steps);
-    } catch (const json::exception& e) {  // a record's value of the wrong kind (run_records.h checked the rest)
-        fail("gathering ", run.results().string(), ": a stage record under ", run.root.string(),
-             " holds a value of another kind than the stage writes (", e.what(),
-             "); the run folder was edited: restore it or start a new run");
-    }
+    const json results =
+        reading_json("gathering " + run.results().string() + " from the stage records under " + run.root.string(),
+                     [&] { return gather_results(run, config, state, steps); });
     write_json_atomic(run.results(), results);
     std::printf("\n%s", study_summary(results, run.root).c_str());
     return 0;

@@ -64,7 +64,8 @@ void held_out_findings(const std::vector<RunLayout>& chains, json& out) {
     for (const std::string& policy : policies)
         for (const RunLayout& chain : chains) {
             const fs::path f = chain.eval() / (policy + "-scored.json");
-            by_policy[policy].push_back(chain_values(read_required(f, "run `ppolab evaluate` first"), f.string()));
+            by_policy[policy].push_back(reading_json(
+                f.string(), [&] { return chain_values(read_required(f, "run `ppolab evaluate` first"), f.string()); }));
         }
     // Every chain and policy on the same prompts, in the same order.
     const ChainValues& first = by_policy["sft"].front();
@@ -481,8 +482,7 @@ ChainValues chain_values(const json& scored, const std::string& where) {
     return c;
 }
 
-json compute_findings(const std::vector<RunLayout>& chains) {
-    if (chains.empty()) fail("findings: no chain to read");
+static json compute_findings_checked(const std::vector<RunLayout>& chains) {
     json out = {{"format", "ppolab-findings"}, {"replicates", chains.size()}};
     const BootstrapSettings s = findings_bootstrap();
     out["confidence"] = {{"method",
@@ -504,6 +504,12 @@ json compute_findings(const std::vector<RunLayout>& chains) {
     const fs::path diag = chains.front().eval() / "diagnostics.json";
     if (fs::exists(diag)) out["diagnostics"] = read_json_file(diag);
     return out;
+}
+
+json compute_findings(const std::vector<RunLayout>& chains) {
+    if (chains.empty()) fail("findings: no chain to read");
+    return reading_json("findings: a record under " + chains.front().study().string(),
+                        [&] { return compute_findings_checked(chains); });
 }
 
 }  // namespace ppolab

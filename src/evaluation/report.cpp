@@ -860,7 +860,8 @@ std::string render_report(const RunLayout& run) {
 
 void write_report(const RunLayout& run, const fs::path& out) {
     if (fs::exists(out)) fail("report: '", out.string(), "' exists; refusing to overwrite it");
-    write_file_atomic(out, render_report(run));
+    write_file_atomic(out,
+                      reading_json("report: a record under " + run.root.string(), [&] { return render_report(run); }));
 }
 
 // report.h

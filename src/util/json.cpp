@@ -134,4 +134,9 @@ std::string json_string(const json& obj, std::string_view key, std::string_view 
     return v.get<std::string>();
 }
 
+void fail_json_kind(std::string_view what, const char* detail) {
+    fail(what, ": a value of another kind than ppolab writes there (", detail,
+         "); the file was edited: restore it or run the step that writes it again");
+}
+
 }  // namespace ppolab

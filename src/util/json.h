@@ -33,4 +33,20 @@ double json_number(const json& obj, std::string_view key, std::string_view where
 bool json_bool(const json& obj, std::string_view key, std::string_view where);
 std::string json_string(const json& obj, std::string_view key, std::string_view where);
 
+[[noreturn]] void fail_json_kind(std::string_view what, const char* detail);
+// fn(), with any nlohmann exception it raises (a value of another kind than
+// the reader expects: a number where an object was, an array for a string)
+// turned into an Error naming `what` ("sft-scored.json: a value of another
+// kind than ppolab writes there ([json.exception.type_error.302] …)"). For
+// readers of records ppolab wrote itself and reads back, which a person or a
+// script may have edited.
+template <class F>
+decltype(auto) reading_json(std::string_view what, F&& fn) {
+    try {
+        return fn();
+    } catch (const json::exception& e) {
+        fail_json_kind(what, e.what());
+    }
+}
+
 }  // namespace ppolab

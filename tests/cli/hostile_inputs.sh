@@ -144,6 +144,10 @@ rm "$R/findings.json"
 cp "$R/sft/continuous.json" record.good && echo '{}' > "$R/sft/continuous.json"; snapshot > before.txt
 refuse "sft/continuous.json: not a stage record" run --resume "$R"
 cp record.good "$R/sft/continuous.json"
+python3 -c "import json; s=json.load(open('record.good')); s['final_learned_identity'] = 'f' * 64; json.dump(s, open('$R/sft/continuous.json', 'w'))"
+snapshot > before.txt
+refuse "sft/final/learned.safetensors: its learned identity is" run --resume "$R"
+cp record.good "$R/sft/continuous.json"
 # 10. A killed write's leftover temporary is swept when the run continues.
 touch "$R/.findings.json.tmp123"
 "$BIN" run --resume "$R" --until sft > study.log 2>&1 || { tail -20 study.log; fail "run --resume after the checks failed"; }

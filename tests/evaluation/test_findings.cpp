@@ -163,6 +163,30 @@ TEST(Findings, OveroptimisationPointsRelativeToSft) {
     fs::remove_all(root);
 }
 
+// A scored file edited so that a value has another kind than the stage
+// writes is refused naming the file, never as an unexplained JSON error.
+TEST(Findings, ValuesOfAnotherKindAreRefusedNamingTheFile) {
+    const fs::path root = temp_dir("kinds");
+    std::vector<RunLayout> chains = write_chains(root, 2);
+    for (const char* edit : {"row", "population"}) {
+        json bad = scored("ppo", 1);
+        if (std::string(edit) == "row") bad["rows_detail"][0] = 5;
+        else bad["rows_detail"][0]["population"] = 3;
+        write_json_atomic(chains[1].eval() / "ppo-scored.json", bad, Overwrite::replace);
+        try {
+            compute_findings(chains);
+            FAIL() << edit << ": accepted";
+        } catch (const Error& e) {
+            const std::string m = e.what();
+            EXPECT_NE(m.find((chains[1].eval() / "ppo-scored.json").string() +
+                             ": a value of another kind than ppolab writes there"),
+                      std::string::npos)
+                << m;
+        }
+    }
+    fs::remove_all(root);
+}
+
 TEST(Findings, ChainsOnDifferentPromptsAreRefused) {
     const fs::path root = temp_dir("mismatch");
     std::vector<RunLayout> chains = write_chains(root, 2);
