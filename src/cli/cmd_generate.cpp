@@ -89,7 +89,11 @@ int run_generate(const Args& args) {
     }
     if (args.has("greedy")) gs.greedy = true;
     gs.max_new_tokens = args.get_int("max-new-tokens", gs.max_new_tokens);
-    if (gs.max_new_tokens <= 0) fail("--max-new-tokens must be positive, got ", gs.max_new_tokens);
+    // Bounded before it sizes the KV cache (Qwen2.5-0.5B: 12 KiB per position).
+    constexpr int64_t kMaxNewTokens = 32768;
+    if (gs.max_new_tokens <= 0 || gs.max_new_tokens > kMaxNewTokens)
+        fail("--max-new-tokens must be in [1, ", kMaxNewTokens, "], got ", gs.max_new_tokens,
+             args.has("max-new-tokens") ? "" : " (from generation_config.json's max_new_tokens)");
     if (!gs.greedy && !gs.not_honoured.empty()) {
         std::string list;
         for (const auto& x : gs.not_honoured) list += (list.empty() ? "" : ", ") + x;

@@ -89,6 +89,10 @@ refuse "'replicates.count' must be <= 1000" run --out fresh --replicates 1000000
 refuse "'parallel.chunks' must be <= 4096" config --set parallel.chunks=1000000000
 refuse "'evaluation.best_of_n' must be <= 4096" config --set evaluation.best_of_n=1000000000
 refuse "'limits.max_context' must be <= 1048576" config --set limits.max_context=1000000000
+cp -r "$RUN/base" long-model && sed -i 's/"max_position_embeddings": [0-9]*/"max_position_embeddings": 16777216/' \
+  long-model/config.json
+refuse "--max-new-tokens must be in \\[1, 32768\\], got 16000000" generate --model long-model --prompt hi \
+  --max-new-tokens 16000000
 # 7. An existing --dump-logits is never replaced.
 echo keep > logits.f32
 refuse "--dump-logits logits.f32: already exists" score --model "$RUN/base" --ids 1,2 --dump-logits logits.f32
@@ -102,6 +106,15 @@ cases=$((cases + 1))
 # 10. Minor: ids beyond the vocabulary, NUL bytes and underflow in --set, a pair too long to show.
 cp -r "$RUN/base" eos-model && sed -i 's/"eos_token_id": [0-9]*/"eos_token_id": 99999999/' eos-model/config.json
 refuse "field 'eos_token_id' (99999999) must be a token id below vocab_size" generate --model eos-model --prompt hi
+cp -r "$RUN/base" merge-model && python3 - <<'PY'
+import json
+t = json.load(open("merge-model/tokenizer.json"))
+v = t["model"]["vocab"]
+a = next(x for x in v if x + x not in v and " " not in x)  # a merge whose result is not a token
+t["model"]["merges"].append(a + " " + a if isinstance(t["model"]["merges"][0], str) else [a, a])
+json.dump(t, open("merge-model/tokenizer.json", "w"))
+PY
+refuse "which is not in model.vocab" tokenize --tokenizer merge-model --text hi
 refuse "1e-400 is too small for a double" config --set sft.lr=1e-400
 refuse "a string holds a NUL byte" config --set 'model.system_prompt="a\u0000b"'
 python3 - <<'PY'
