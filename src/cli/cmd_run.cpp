@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <optional>
 
 #include "cli/command.h"
 #include "cli/stage_options.h"
@@ -631,7 +632,12 @@ int run_study(const Args& args) {
         // Under mpirun every rank runs the data-parallel steps; the others run on
         // rank 0 while the rest wait (a failing rank ends the job: main.cpp).
         const bool here = world.size == 1 || data_parallel(cmd) || world.writer();
-        const int rc = here ? it->second.run(Args(argv, it->second.flags)) : 0;
+        int rc = 0;
+        if (here) {
+            std::optional<parallel::SoloScope> alone;  // rank 0 alone: no collective in this step
+            if (world.size > 1 && !data_parallel(cmd)) alone.emplace();
+            rc = it->second.run(Args(argv, it->second.flags));
+        }
         parallel::barrier();
         const double secs = since(t0);
         if (rc != 0)

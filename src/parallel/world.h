@@ -62,7 +62,21 @@ void all_gather(const float* mine, size_t count, float* all);
 // command's first collective (the command and its arguments) and when a
 // stage opens (the configuration, base and binary), so ranks that differ
 // stop by name instead of corrupting a collective. A world of one: nothing.
+// Skipped while one rank works alone (SoloScope).
 void agree(const std::string& where, const std::vector<std::pair<std::string, std::string>>& fields);
+
+// While it lives, this rank runs a step alone (`ppolab run` under mpirun:
+// the exercise, findings, the report… run on rank 0 while the others wait
+// at a barrier), so no collective may run: agree() does nothing and solo()
+// is true.
+class SoloScope {
+public:
+    SoloScope();
+    ~SoloScope();
+    SoloScope(const SoloScope&) = delete;
+    SoloScope& operator=(const SoloScope&) = delete;
+};
+bool solo();
 
 // The chunks [begin, end) of a fixed count that this rank computes: rank r
 // of W takes chunks [r·C/W, (r+1)·C/W). An Error naming parallel.chunks

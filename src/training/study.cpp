@@ -43,6 +43,7 @@ static int32_t special_id(const Tokenizer& tok, const OptionalString& configured
 // rank's value there ("sft.lr = 0.02"), which parallel::agree then names
 // beside rank 0's.
 static std::string first_config_difference(const json& config) {
+    if (parallel::world().size == 1 || parallel::solo()) return "";  // nobody to compare with
     const std::vector<std::string> all = parallel::all_gather(config.dump());
     const json zero = json::parse(all[0]);
     std::string key;  // the first differing leaf, "sft.lr"
