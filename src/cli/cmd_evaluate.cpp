@@ -59,6 +59,7 @@ int run_evaluate(const Args& args) {
         parallel::barrier();
         return 0;
     }
+    const parallel::SoloScope alone;  // rank 0 alone while the others wait: no agreement collective
     Study study = Study::open(o.config, o.run, o.model, "evaluate-score", StageScope::all);
     json m = evaluate_score(study, set);
     parallel::barrier();

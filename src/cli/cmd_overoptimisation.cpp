@@ -33,6 +33,7 @@ int run_overoptimisation(const Args& args) {
         parallel::barrier();
         return 0;
     }
+    const parallel::SoloScope alone;  // rank 0 alone while the others wait: no agreement collective
     Study study = Study::open(o.config, o.run, o.model, "overoptimisation-label", StageScope::all);
     const json doc = overoptimisation_label(study, samples);
     parallel::barrier();
