@@ -196,7 +196,9 @@ SyntheticRun make_run(const std::string& name) {
     for (const char* stage : {"sft", "reward", "ppo"})
         put(r.root / stage / "resume-check.json", {{"status", "PASS"}, {"first_difference", ""}});
     put(r.root / "run-state.json",
-        {{"steps", {{"prepare", {{"seconds", 0.5}, {"command", "ppolab prepare --run <R>"}}}}}});
+        {{"format", "ppolab-run-state"},
+         {"options", {{"preset", "tiny"}, {"config", json::array()}, {"set", json::array()}, {"model", nullptr}}},
+         {"steps", {{"prepare", {{"seconds", 0.5}, {"command", "ppolab prepare --run <R>"}}}}}});
     return r;
 }
 
