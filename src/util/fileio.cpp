@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <vector>
 
 #include "util/error.h"
 
@@ -40,22 +41,27 @@ int open_regular_file(const fs::path& path, std::string_view what) {
     return fd;
 }
 
-std::string read_file(const fs::path& path) {
-    const int fd = open_regular_file(path, "file");
-    std::string bytes;
-    char buf[1 << 16];
+void read_regular_file(const fs::path& path, std::string_view what,
+                       const std::function<void(const char* bytes, size_t n)>& take) {
+    const int fd = open_regular_file(path, what);
+    std::vector<char> buf(size_t(1) << 20);
     while (true) {
-        const ssize_t n = ::read(fd, buf, sizeof buf);
+        const ssize_t n = ::read(fd, buf.data(), buf.size());
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
             const int err = errno;
             ::close(fd);
-            fail("read error in '", path.string(), "': ", std::strerror(err));
+            fail("read error in ", what, " '", path.string(), "': ", std::strerror(err));
         }
         if (n == 0) break;
-        bytes.append(buf, static_cast<size_t>(n));
+        take(buf.data(), static_cast<size_t>(n));
     }
     ::close(fd);
+}
+
+std::string read_file(const fs::path& path) {
+    std::string bytes;
+    read_regular_file(path, "file", [&](const char* b, size_t n) { bytes.append(b, n); });
     return bytes;
 }
 

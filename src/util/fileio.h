@@ -30,6 +30,9 @@ std::string read_file(const fs::path& path);  // whole file as bytes; Error name
 // expected a regular file"). Every read of a file ppolab did not just write
 // goes through it or through InputFile below.
 int open_regular_file(const fs::path& path, std::string_view what);
+// The whole of such a file, handed to `take` a block at a time.
+void read_regular_file(const fs::path& path, std::string_view what,
+                       const std::function<void(const char* bytes, size_t n)>& take);
 
 // An outside input opened for reading (util/input_limits.h): refused, naming
 // the file, unless it is a regular file ("'x' is a directory, expected a

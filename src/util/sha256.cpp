@@ -46,20 +46,7 @@ std::string sha256_hex(const void* data, size_t size) {
 std::string sha256_hex(std::string_view text) { return sha256_hex(text.data(), text.size()); }
 
 void sha256_update_file(Sha256& h, const std::filesystem::path& path) {
-    const int fd = open_regular_file(path, "file");
-    std::vector<char> buffer(1 << 20);
-    while (true) {
-        const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            const int err = errno;
-            ::close(fd);
-            fail("read error while hashing '", path.string(), "': ", std::strerror(err));
-        }
-        if (n == 0) break;
-        h.update(buffer.data(), static_cast<size_t>(n));
-    }
-    ::close(fd);
+    read_regular_file(path, "file", [&](const char* bytes, size_t n) { h.update(bytes, n); });
 }
 
 std::string sha256_file(const std::filesystem::path& path) {
