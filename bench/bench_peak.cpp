@@ -2,8 +2,10 @@
 // BF16 tile peak (`tdpbf16ps` on Gaussian operands, where the CPU has
 // AMX-BF16 and Linux grants the tile state; zero operands also printed, for
 // the record), the AVX-512 BF16 dot-product peak (`vdpbf16ps`), the FP32 FMA
-// peak, and the streaming read bandwidth from DRAM, each on 1 thread and on
-// T threads at once (OpenMP; T = OMP_NUM_THREADS).
+// peak (512-bit where the CPU has AVX-512; 256-bit on every CPU, the
+// canonical sums' unit on an AVX2-only one), and the streaming read
+// bandwidth from DRAM (512- or 256-bit loads), each on 1 thread and on T
+// threads at once (OpenMP; T = OMP_NUM_THREADS).
 //
 // SPEC §11's anchors (780 GFLOP/s BF16, 420 FP32, ~67 GB/s for two cores)
 // were measured on one machine of this kind; a virtual machine's two vCPUs
@@ -12,7 +14,7 @@
 // its side-by-side workloads, so a result is read against the machine it ran
 // on in the same minutes.
 //
-//   OMP_NUM_THREADS=2 build/bin/bench_peak [--seconds S] [--trials N]
+//   OMP_NUM_THREADS=2 [PPOLAB_ISA=avx2] build/bin/bench_peak [--seconds S] [--trials N]
 //
 // The loops are src/kernels/unit_rates.h's (assembly, 12 independent
 // accumulators: bound by how many of those instructions a core retires), the
@@ -33,7 +35,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/numerics.h"
 #include "kernels/unit_rates.h"
+#include "util/error.h"
 
 namespace {
 
@@ -99,17 +103,35 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bench_peak: --seconds must be positive\n");
         return 2;
     }
-    if (!cpu_has_avx512()) {
-        std::fprintf(stderr, "bench_peak: this CPU has no AVX-512; nothing to measure\n");
+    // PPOLAB_ISA caps the units measured, as it caps the kernels (numerics.h):
+    // PPOLAB_ISA=avx2 measures what an AVX2-only CPU's kernels can reach.
+    try {
+        ppolab::numerics_check_environment();
+    } catch (const ppolab::Error& e) {
+        std::fprintf(stderr, "bench_peak: %s\n", e.what());
+        return 2;
+    }
+    const ppolab::IsaCap cap = ppolab::isa_cap();
+    const bool has_avx512 = cpu_has_avx512() && cap >= ppolab::IsaCap::avx512, has_avx2 = cpu_has_avx2_fma();
+    if (!has_avx2) {
+        std::fprintf(stderr, "bench_peak: this CPU has neither AVX2 + FMA nor AVX-512; nothing to measure\n");
         return 1;
     }
-    const bool has_bf16 = cpu_has_avx512_bf16();
+    if (!has_avx512)
+        std::printf("{\"name\": \"fp32 fma\", \"present\": false, \"why\": \"%s\"}\n",
+                    cpu_has_avx512() ? "capped by PPOLAB_ISA" : "no AVX-512 in cpuid");
+    const bool has_bf16 = cpu_has_avx512_bf16() && cap >= ppolab::IsaCap::avx512_bf16;
     std::string amx_why;
-    const bool has_amx = request_amx_tiles(&amx_why);
+    bool has_amx = request_amx_tiles(&amx_why);
+    if (has_amx && cap < ppolab::IsaCap::amx) {
+        has_amx = false;
+        amx_why = "capped by PPOLAB_ISA";
+    }
     if (!has_amx)
         std::printf("{\"name\": \"bf16 amx tdpbf16ps\", \"present\": false, \"why\": \"%s\"}\n", amx_why.c_str());
     if (!has_bf16)
-        std::printf("{\"name\": \"bf16 vdpbf16ps\", \"present\": false, \"why\": \"no AVX-512 BF16 in cpuid\"}\n");
+        std::printf("{\"name\": \"bf16 vdpbf16ps\", \"present\": false, \"why\": \"%s\"}\n",
+                    cpu_has_avx512_bf16() ? "capped by PPOLAB_ISA" : "no AVX-512 BF16 in cpuid");
 
     const int T = omp_get_max_threads();
     std::vector<int> counts = {1};
@@ -130,7 +152,7 @@ int main(int argc, char** argv) {
                     unit, rate, s, trials);
         std::fflush(stdout);
     };
-    long amx_iters = 0, bf16_iters = 0, fma_iters = 0;
+    long amx_iters = 0, bf16_iters = 0, fma_iters = 0, fma_avx2_iters = 0;
     for (int n : counts) {
         if (has_amx) {
             double s = best_seconds(n, amx_tile_loop, amx_iters, seconds, trials);
@@ -143,12 +165,20 @@ int main(int argc, char** argv) {
             double s = best_seconds(n, bf16_dot_loop, bf16_iters, seconds, trials);
             print("bf16 vdpbf16ps", n, "gflop_s", n * bf16_iters * kBf16DotFlop / s / 1e9, s);
         }
-        double s = best_seconds(n, fp32_fma_loop, fma_iters, seconds, trials);
-        print("fp32 fma", n, "gflop_s", n * fma_iters * kFp32FmaFlop / s / 1e9, s);
-        stream_read(buf, per_thread);  // warm the TLB
+        double s = 0;
+        if (has_avx512) {
+            s = best_seconds(n, fp32_fma_loop, fma_iters, seconds, trials);
+            print("fp32 fma", n, "gflop_s", n * fma_iters * kFp32FmaFlop / s / 1e9, s);
+        }
+        // 256-bit FMAs: the canonical sums' unit on an AVX2-only CPU (and
+        // under PPOLAB_ISA=avx2 elsewhere).
+        s = best_seconds(n, fp32_fma_avx2_loop, fma_avx2_iters, seconds, trials);
+        print("fp32 fma avx2", n, "gflop_s", n * fma_avx2_iters * kFp32FmaAvx2Flop / s / 1e9, s);
+        auto read = has_avx512 ? stream_read : stream_read_avx2;
+        read(buf, per_thread);  // warm the TLB
         s = 1e300;
         for (int k = 0; k < trials; ++k)
-            s = std::min(s, timed(n, [&](int th) { stream_read(buf + th * per_thread, per_thread); }));
+            s = std::min(s, timed(n, [&](int th) { read(buf + th * per_thread, per_thread); }));
         print("stream read", n, "gb_s", n * per_thread * sizeof(float) / s / 1e9, s);
     }
     std::free(buf);

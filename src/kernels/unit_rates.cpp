@@ -16,6 +16,11 @@
 
 namespace ppolab::unit_rates {
 
+bool cpu_has_avx2_fma() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
 bool cpu_has_avx512() {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f");
@@ -97,6 +102,29 @@ __attribute__((target("avx512f"))) void fp32_fma_loop(long iterations) {
                      : PPOLAB_CLOBBER_ZMM0_13);
 }
 
+__attribute__((target("avx2,fma"))) void fp32_fma_avx2_loop(long iterations) {
+    if (iterations <= 0) return;
+    __asm__ volatile(
+        "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
+        "vmovaps %%ymm0, %%ymm1\n\t vmovaps %%ymm0, %%ymm2\n\t vmovaps %%ymm0, %%ymm3\n\t"
+        "vmovaps %%ymm0, %%ymm4\n\t vmovaps %%ymm0, %%ymm5\n\t vmovaps %%ymm0, %%ymm6\n\t"
+        "vmovaps %%ymm0, %%ymm7\n\t vmovaps %%ymm0, %%ymm8\n\t vmovaps %%ymm0, %%ymm9\n\t"
+        "vmovaps %%ymm0, %%ymm10\n\t vmovaps %%ymm0, %%ymm11\n\t"
+        "vmovaps %%ymm0, %%ymm12\n\t vmovaps %%ymm0, %%ymm13\n\t"
+        "1:\n\t"
+        "vfmadd231ps %%ymm13, %%ymm12, %%ymm0\n\t vfmadd231ps %%ymm13, %%ymm12, %%ymm1\n\t"
+        "vfmadd231ps %%ymm13, %%ymm12, %%ymm2\n\t vfmadd231ps %%ymm13, %%ymm12, %%ymm3\n\t"
+        "vfmadd231ps %%ymm13, %%ymm12, %%ymm4\n\t vfmadd231ps %%ymm13, %%ymm12, %%ymm5\n\t"
+        "vfmadd231ps %%ymm13, %%ymm12, %%ymm6\n\t vfmadd231ps %%ymm13, %%ymm12, %%ymm7\n\t"
+        "vfmadd231ps %%ymm13, %%ymm12, %%ymm8\n\t vfmadd231ps %%ymm13, %%ymm12, %%ymm9\n\t"
+        "vfmadd231ps %%ymm13, %%ymm12, %%ymm10\n\t vfmadd231ps %%ymm13, %%ymm12, %%ymm11\n\t"
+        "dec %0\n\t jnz 1b\n\t"
+        "vzeroupper"
+        : "+r"(iterations)
+        :
+        : PPOLAB_CLOBBER_ZMM0_13);
+}
+
 // tmm0–3 accumulate C (16 × 16 FP32) += A (16 × 32 BF16, tmm4–5) ·
 // B (32 × 16 BF16 in VNNI pairs, tmm6–7), operands resident in the tiles
 // (amx_tile_loop: Gaussian, see unit_rates.h).
@@ -143,6 +171,24 @@ __attribute__((target("avx512f"))) void stream_read(const float* p, size_t n) {
         "1:\n\t"
         "vaddps (%0), %%zmm0, %%zmm0\n\t vaddps 64(%0), %%zmm1, %%zmm1\n\t"
         "vaddps 128(%0), %%zmm2, %%zmm2\n\t vaddps 192(%0), %%zmm3, %%zmm3\n\t"
+        "add $256, %0\n\t cmp %1, %0\n\t jb 1b\n\t"
+        "vzeroupper"
+        : "+r"(p)
+        : "r"(end)
+        : "xmm0", "xmm1", "xmm2", "xmm3", "cc", "memory");
+}
+
+__attribute__((target("avx2"))) void stream_read_avx2(const float* p, size_t n) {
+    if (n < 64) return;
+    const float* end = p + n / 64 * 64;
+    __asm__ volatile(
+        "vpxor %%ymm0, %%ymm0, %%ymm0\n\t vmovaps %%ymm0, %%ymm1\n\t"
+        "vmovaps %%ymm0, %%ymm2\n\t vmovaps %%ymm0, %%ymm3\n\t"
+        "1:\n\t"
+        "vaddps (%0), %%ymm0, %%ymm0\n\t vaddps 32(%0), %%ymm1, %%ymm1\n\t"
+        "vaddps 64(%0), %%ymm2, %%ymm2\n\t vaddps 96(%0), %%ymm3, %%ymm3\n\t"
+        "vaddps 128(%0), %%ymm0, %%ymm0\n\t vaddps 160(%0), %%ymm1, %%ymm1\n\t"
+        "vaddps 192(%0), %%ymm2, %%ymm2\n\t vaddps 224(%0), %%ymm3, %%ymm3\n\t"
         "add $256, %0\n\t cmp %1, %0\n\t jb 1b\n\t"
         "vzeroupper"
         : "+r"(p)

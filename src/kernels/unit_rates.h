@@ -15,6 +15,7 @@
 
 namespace ppolab::unit_rates {
 
+bool cpu_has_avx2_fma();     // AVX2 + FMA
 bool cpu_has_avx512();       // F
 bool cpu_has_avx512_bf16();  // F + BF16
 bool cpu_has_amx_bf16();     // cpuid leaf 7 EDX: AMX-BF16 (bit 22) and AMX-TILE (bit 24)
@@ -39,10 +40,12 @@ static_assert(sizeof(AmxTileConfig) == 64);
 // FLOP per iteration of each loop.
 inline constexpr double kBf16DotFlop = 12 * 16 * 2 * 2;         // 12 × vdpbf16ps zmm
 inline constexpr double kFp32FmaFlop = 12 * 16 * 2;             // 12 × vfmadd231ps zmm
+inline constexpr double kFp32FmaAvx2Flop = 12 * 8 * 2;          // 12 × vfmadd231ps ymm
 inline constexpr double kAmxTileFlop = 4 * 16 * 16 * 32 * 2.0;  // 4 × tdpbf16ps, 16 × 16 × 32
 
-void bf16_dot_loop(long iterations);  // needs AVX-512 BF16
-void fp32_fma_loop(long iterations);  // needs AVX-512 F
+void bf16_dot_loop(long iterations);       // needs AVX-512 BF16
+void fp32_fma_loop(long iterations);       // needs AVX-512 F
+void fp32_fma_avx2_loop(long iterations);  // needs AVX2 + FMA (the canonical sums' unit there)
 // The AMX loop's operands are Gaussian like a forward's (activations N(0, 1),
 // weights N(0, 0.02)): the tile unit's rate depends on the values, and zero
 // operands ran 1.2–1.25× faster on the Emerald Rapids measured (BENCHMARKS.md
@@ -50,8 +53,10 @@ void fp32_fma_loop(long iterations);  // needs AVX-512 F
 // operands (2 tiles of 16 × 32 BF16 each, 64-byte aligned).
 void amx_tile_loop(long iterations);  // needs request_amx_tiles() granted
 void amx_tile_loop_on(long iterations, const uint16_t* a, const uint16_t* b);
-// Reads n floats (a multiple of 64, 64-byte aligned) once, 4 accumulators.
+// Reads n floats (a multiple of 64, 64-byte aligned) once, 4 accumulators:
+// with 512-bit loads (needs AVX-512 F) or 256-bit ones (needs AVX2).
 void stream_read(const float* p, size_t n);
+void stream_read_avx2(const float* p, size_t n);
 
 // One thread, a few milliseconds: the best of 7 interleaved trials of each
 // loop (a descheduled moment only lowers a trial). Needs AVX-512 BF16.
