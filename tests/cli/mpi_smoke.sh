@@ -215,6 +215,20 @@ expect_error "$WORK/log" "a judge from votes (--votes) is trained by one process
 mpmd() {  # an MPMD job: "-np 1 [--wdir D] BIN ARGS… : -np 1 …"
   mpirun --oversubscribe --bind-to none --mca btl self,vader -x OMP_NUM_THREADS -x PPOLAB_QUIET "$@"
 }
+# Ranks on different instruction sets and thread counts (canonical
+# numerics): rank 0 capped at AVX2 with 1 thread, rank 1 native with 2 — SFT
+# and PPO give W = 1's bytes, as a job spread over two node types would.
+fresh "$WORK/mixed"
+cp -r "$ONE/reward" "$WORK/mixed/"
+for stage in sft ppo; do
+  mode=(); [ $stage = ppo ] && mode=(--mode continuous)
+  mpmd -np 1 env PPOLAB_ISA=avx2 OMP_NUM_THREADS=1 "$BIN" $stage --run "$WORK/mixed" "${mode[@]}" "${STUDY[@]}" \
+    : -np 1 env OMP_NUM_THREADS=2 "$BIN" $stage --run "$WORK/mixed" "${mode[@]}" "${STUDY[@]}" > "$WORK/log" 2>&1 ||
+    { cat "$WORK/log"; fail "$stage on mixed instruction sets failed"; }
+  same_state "$ONE/$stage/continuous.state.gz" "$WORK/mixed/$stage/continuous.state.gz"
+  diff -r "$ONE/$stage/final" "$WORK/mixed/$stage/final" > /dev/null ||
+    fail "$stage: final/ differs between W=1 and W=2 on mixed instruction sets"
+done
 fresh "$WORK/agree"
 expect_error "$WORK/log" "the ranks disagree before sft: rank 1 has arguments" \
   mpmd -np 1 "$BIN" sft --run "$WORK/agree" "${SETS[@]}" : -np 1 "$BIN" sft --run "$WORK/agree" "${SETS[@]}" \
@@ -230,4 +244,4 @@ expect_error "$WORK/log" "rank 1 has configuration 'sft.lr = 0.002', rank 0 'sft
 [ ! -e "$WORK/agree/sft" ] || [ -z "$(ls -A "$WORK/agree/sft")" ] || fail "ranks that disagree wrote into RUN/sft"
 expect_error "$WORK/log" "add \`--set parallel.chunks=2\`" mpi 2 run --out "$WORK/default-chunks" --until sft
 [ ! -e "$WORK/default-chunks" ] || fail "a refused mpirun run --out left its folder"
-echo "mpi smoke: W=2 equals W=1 (sft, reward, ppo, dpo, rloo, grpo, evaluate), resume across world sizes, kill -9, drift, refusals, disagreeing ranks: ok"
+echo "mpi smoke: W=2 equals W=1 (sft, reward, ppo, dpo, rloo, grpo, evaluate; sft and ppo with ranks on AVX2 and native), resume across world sizes, kill -9, drift, refusals, disagreeing ranks: ok"
