@@ -45,9 +45,9 @@ MatmulPath choose(int64_t M, int64_t N, int64_t K, Product product, WeightType t
     MatmulPath p = forced_path.load(std::memory_order_relaxed);
     if (p == MatmulPath::automatic && numerics_canonical()) {
         // The reference's sums only (numerics.h): the frozen base's forward
-        // and backward to the input on its VNNI pack with FMA where AVX-512
-        // is there (the same sums: matmul_vnni_avx512.cpp), every other
-        // product on the canonical kernels.
+        // and backward to the input on its VNNI pack where AVX-512 is there
+        // (`vdpbf16ps` or FMA, the same sums: matmul_vnni_avx512.cpp), every
+        // other product on the canonical kernels.
         const bool vnni = frozen && type == WeightType::bf16 && product != Product::backward_weight &&
                           simd::simd_level() == simd::SimdLevel::avx512;
         return vnni ? MatmulPath::small_m_vnni : MatmulPath::canonical;

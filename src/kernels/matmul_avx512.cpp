@@ -369,15 +369,22 @@ void small_m_f32(float* Y, const float* X, const float* W, int64_t M, int64_t N,
 
 }  // namespace
 
+namespace {
+PPOLAB_AVX512F void convert_to_bf16_exact_avx512(bf16* out, const float* in, int64_t n);
+}  // namespace
+
 void convert_to_bf16(bf16* out, const float* in, int64_t n) {
     const int64_t chunk = 1 << 15;
     const int64_t chunks = (n + chunk - 1) / chunk;
     // vcvtne2ps2bf16 flushes denormal inputs to zero: fast mode only (numerics.h).
     const bool fast = matmul_has_avx512bf16() && !numerics_canonical();
+    const bool exact16 = simd::simd_cpu_level() == simd::SimdLevel::avx512;  // float_to_bf16 on 16 lanes
     auto convert = [&](int64_t c) {
         const int64_t b = c * chunk, e = std::min(n, b + chunk);
         if (fast) {
             convert_to_bf16_avx512(out + b, in + b, e - b);
+        } else if (exact16) {
+            convert_to_bf16_exact_avx512(out + b, in + b, e - b);
         } else {
             for (int64_t i = b; i < e; ++i) out[i] = float_to_bf16(in[i]);
         }
@@ -412,6 +419,20 @@ PPOLAB_AVX512F void round_to_bf16_values_avx512(float* out, const float* in, int
     if (i < n) {
         const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
         _mm512_mask_storeu_epi32(out + i, m, round16(_mm512_maskz_loadu_epi32(m, in + i)));
+    }
+}
+
+// float_to_bf16 on 16 lanes: round16's top halves, packed.
+PPOLAB_AVX512F void convert_to_bf16_exact_avx512(bf16* out, const float* in, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i r = _mm512_maskz_srli_epi32(0xffff, round16(_mm512_loadu_si512(in + i)), 16);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_maskz_cvtepi32_epi16(0xffff, r));
+    }
+    if (i < n) {
+        const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+        const __m512i r = _mm512_maskz_srli_epi32(0xffff, round16(_mm512_maskz_loadu_epi32(m, in + i)), 16);
+        _mm512_mask_cvtepi32_storeu_epi16(out + i, m, r);
     }
 }
 

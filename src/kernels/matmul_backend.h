@@ -41,14 +41,16 @@
 //              BF16-rounded values (Bf16Products below).
 //   portable — plain C++ loops with split accumulators (any x86-64 CPU).
 //   canonical — the reference's arithmetic exactly (matmul_canonical.cpp):
-//              k ascending, FP32 FMA from +0, on AVX-512, AVX2 or one
-//              core without vectors, whichever the CPU (capped by
-//              PPOLAB_ISA) has.
+//              k ascending, FP32 FMA from +0 (BF16 products pair by pair,
+//              the odd term first), on AVX-512, AVX2 or one core without
+//              vectors, whichever the CPU (capped by PPOLAB_ISA) has.
 // Every path implements the contract of matmul.h exactly (same rounding of
 // the input to BF16, FP32 accumulation); they differ only in summation order.
 // Under engine.numerics = canonical (numerics.h) the automatic choice takes
 // only the paths whose sums are the reference's bit for bit: canonical, and
-// for the frozen base on AVX-512 small_m_vnni with FMA (never `vdpbf16ps`).
+// for the frozen base on AVX-512 small_m_vnni, with `vdpbf16ps` where BF16
+// products are native and with FMA elsewhere (the same bits: denormals are
+// flushed on every thread, and the reference sums each pair odd term first).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -4,8 +4,9 @@
 // The arithmetic is the reference's (matmul_reference.cpp): output (i, j) of
 //   C[i, j] = Σ_p A(i, p) · B(p, j)
 // is one FP32 accumulator that starts at +0 and takes fma(A(i, p), B(p, j), ·)
-// for p = 0, 1, …, P − 1 in order; with `accumulate` the finished sum is then
-// added to C. (Starting from +0, an accumulator is never −0, so padding the
+// for p = 0, 1, …, P − 1 in order — for a BF16 product (`pairs`) pair by
+// pair, p = 1, 0, 3, 2, …, as `vdpbf16ps` sums; with `accumulate` the
+// finished sum is then added to C. (Starting from +0, an accumulator is never −0, so padding the
 // reduction with zero terms changes nothing.) The three products of matmul.h:
 //   forward           Y[m, n]  = Σ_k X[m, k] · W[n, k]      A = X,  B = Wᵀ
 //   backward to input dX[m, k] = Σ_n dY[m, n] · W[n, k]     A = dY, B = W
@@ -26,11 +27,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/matmul_amx.h"
 #include "kernels/matmul_backend.h"
 #include "kernels/simd.h"
+#include "util/error.h"
 
 #pragma GCC diagnostic ignored "-Wpsabi"
 
@@ -55,10 +58,13 @@ struct BSource {
                  // pair r of block c holds B(2r + e, 16c + i) at r·32 + 2i + e
 };
 
-// A(i, p) = a[i·row + p·step], FP32 (already rounded to BF16 where the contract says so).
+// A(i, p) = a[i·row + p·step], FP32 (already rounded to BF16 where the
+// contract says so, and then `pairs`: the sums take the steps pair by pair,
+// the odd one first).
 struct ASource {
     const float* a;
     int64_t row, step;
+    bool pairs = false;
 };
 
 // panel[p·NB + jj] = B(p0 + p, j0 + jj) for p < kc, jj < cols; 0 for cols ≤ jj < NB.
@@ -111,16 +117,6 @@ PPOLAB_SIMD_INLINE void pack_panel(float* panel, const BSource& b, int64_t p0, i
 // One FMA per lane (a · b + c, rounded once). Spelt as the instruction (as
 // simd.h's broadcasts are): the templates that call it carry no target
 // attribute of their own, and are inlined into the AVX2 or AVX-512 driver.
-// *a broadcast to 16 lanes within the FMA (AVX-512's embedded broadcast).
-PPOLAB_SIMD_INLINE vf16 vfma_bcast(const float* a, vf16 b, vf16 c) {
-#if defined(__clang__)
-    for (size_t i = 0; i < 16; ++i) c[i] = std::fma(*a, b[i], c[i]);
-#else
-    asm("vfmadd231ps %2%{1to16%}, %1, %0" : "+v"(c) : "v"(b), "m"(*a));
-#endif
-    return c;
-}
-
 template <class V>
 PPOLAB_SIMD_INLINE V vfma(V a, V b, V c) {
 #if defined(__clang__)
@@ -129,6 +125,32 @@ PPOLAB_SIMD_INLINE V vfma(V a, V b, V c) {
     asm("vfmadd231ps %2, %1, %0" : "+v"(c) : "v"(a), "v"(b));
 #endif
     return c;
+}
+
+// Reduction step p of a register block: acc[r][v] += A(i0 + r, p0 + p) · panel row p.
+template <class V, int MR, int NR>
+PPOLAB_SIMD_INLINE void block_step(V (&acc)[MR][NR], const float* const (&a)[MR], int64_t step, const float* panel,
+                                   int64_t p) {
+    constexpr int64_t L = sizeof(V) / 4, NB = NR * L;
+    V b[NR];
+    for (int v = 0; v < NR; ++v) b[v] = simd::vload<V>(panel + p * NB + v * L);
+    for (int r = 0; r < MR; ++r) {
+        // A(i, p) broadcast: an asm that broadcasts from memory (simd::vbcast)
+        // names that memory, which GCC then assumes may be the accumulators'
+        // (float and float vectors alias), so it stored every accumulator to
+        // the stack on every step. For 8 lanes GCC's own {s, s, …} broadcasts
+        // from memory (`vbroadcastss m32`, a load); for 16 it builds the
+        // vector lane by lane, so there the scalar is loaded and broadcast
+        // from its register.
+        V x;
+        if constexpr (sizeof(V) == 32) {
+            const float s = a[r][p * step];
+            x = V{s, s, s, s, s, s, s, s};
+        } else {
+            x = simd::vset<V>(a[r][p * step]);
+        }
+        for (int v = 0; v < NR; ++v) acc[r][v] = vfma(x, b[v], acc[r][v]);
+    }
 }
 
 // Rows [i0, i0 + MR) against one panel (reduction steps [p0, p0 + kc)).
@@ -144,17 +166,19 @@ PPOLAB_SIMD_INLINE void register_block(float* C, int64_t ldc, float* tile, const
         for (int v = 0; v < NR; ++v) acc[r][v] = first ? V{} : simd::vload<V>(tile + (i0 + r) * NB + v * L);
     const float* a[MR];
     for (int r = 0; r < MR; ++r) a[r] = A.a + (i0 + r) * A.row + p0 * A.step;
-    for (int64_t p = 0; p < kc; ++p) {
-        V b[NR];
-        for (int v = 0; v < NR; ++v) b[v] = simd::vload<V>(panel + p * NB + v * L);
-        for (int r = 0; r < MR; ++r) {
-            if constexpr (sizeof(V) == 64 && NR == 1) {
-                acc[r][0] = vfma_bcast(a[r] + p * A.step, b[0], acc[r][0]);
-            } else {
-                const V x = simd::vbcast<V>(a[r] + p * A.step);
-                for (int v = 0; v < NR; ++v) acc[r][v] = vfma(x, b[v], acc[r][v]);
-            }
+    if (A.pairs) {  // p0 is even (kPanelK is), so the panel's pairs are the product's
+        int64_t p = 0;
+        for (; p + 1 < kc; p += 2) {
+            block_step<V, MR, NR>(acc, a, A.step, panel, p + 1);
+            block_step<V, MR, NR>(acc, a, A.step, panel, p);
         }
+        if (p < kc) {  // the product's last pair: +0·+0, then step p
+            for (int r = 0; r < MR; ++r)
+                for (int v = 0; v < NR; ++v) acc[r][v] = vfma(V{}, V{}, acc[r][v]);
+            block_step<V, MR, NR>(acc, a, A.step, panel, p);
+        }
+    } else {
+        for (int64_t p = 0; p < kc; ++p) block_step<V, MR, NR>(acc, a, A.step, panel, p);
     }
     if (!last) {
         for (int r = 0; r < MR; ++r)
@@ -222,10 +246,85 @@ PPOLAB_SIMD_INLINE void product_share(float* C, int64_t ldc, const ASource& A, c
         column_panel<V, MR, NR>(C, ldc, A, B, P, 0, M, q * NB, std::min(NB, N - q * NB), accumulate);
 }
 
+// Decode on AVX2 (a frozen BF16 weight's VNNI pack, at most
+// kDirectRows rows): the pack read once, each 64-byte pair row widened in
+// registers (a shift gives the even step's 8 + 8 columns, a mask the odd
+// step's) instead of into a panel that the few rows would read once. Rows
+// [0, MR) × U column blocks of 16 from block c0, the whole reduction.
+constexpr int64_t kDirectRows = 4;
+
+template <int MR, int U>
+PPOLAB_SIMD_INLINE void pack_direct_block(float* C, int64_t ldc, const ASource& A, const BSource& B, int64_t P,
+                                          int64_t c0, int64_t N, bool accumulate) {
+    using simd::vi8;
+    const uint32_t* block[U];
+    for (int u = 0; u < U; ++u) block[u] = static_cast<const uint32_t*>(B.data) + (c0 + u) * (B.ld / 2);
+    vf8 acc[MR][U][2] = {};
+    const vi8 high = vi8{} - 65536;  // 0xffff0000 in every lane
+    for (int64_t q = 0; q < P / 2 + P % 2; ++q) {
+        vf8 even[U][2], odd[U][2];
+        for (int u = 0; u < U; ++u)
+            for (int h = 0; h < 2; ++h) {
+                vi8 v;
+                std::memcpy(&v, block[u] + q * 16 + h * 8, sizeof v);
+                even[u][h] = reinterpret_cast<vf8>(v << 16);
+                odd[u][h] = reinterpret_cast<vf8>(v & high);
+            }
+        for (int r = 0; r < MR; ++r) {
+            const float* a = A.a + r * A.row + 2 * q * A.step;
+            const vf8 x1 = simd::vset<vf8>(2 * q + 1 < P ? a[A.step] : 0.f);  // +0·+0 past an odd end
+            const float s0 = a[0];
+            const vf8 x0 = vf8{s0, s0, s0, s0, s0, s0, s0, s0};
+            for (int u = 0; u < U; ++u)
+                for (int h = 0; h < 2; ++h) acc[r][u][h] = vfma(x1, odd[u][h], acc[r][u][h]);
+            for (int u = 0; u < U; ++u)
+                for (int h = 0; h < 2; ++h) acc[r][u][h] = vfma(x0, even[u][h], acc[r][u][h]);
+        }
+    }
+    for (int r = 0; r < MR; ++r)
+        for (int u = 0; u < U; ++u) {
+            const int64_t j0 = (c0 + u) * 16, cols = std::min<int64_t>(16, N - j0);
+            if (cols <= 0) break;
+            float out[16];
+            simd::vstore(out, acc[r][u][0]);
+            simd::vstore(out + 8, acc[r][u][1]);
+            float* c = C + r * ldc + j0;
+            for (int64_t jj = 0; jj < cols; ++jj) c[jj] = accumulate ? c[jj] + out[jj] : out[jj];
+        }
+}
+
+// One thread's share of the column blocks, in groups of U (as wide as the
+// 16 registers allow for MR rows: 8 accumulators, 8 widened vectors).
+template <int MR>
+PPOLAB_SIMD_INLINE void pack_direct_rows(float* C, int64_t ldc, const ASource& A, const BSource& B, int64_t P,
+                                         int64_t N, bool accumulate, int64_t b0, int64_t b1) {
+    constexpr int U = MR == 1 ? 4 : MR == 2 ? 2 : 1;
+    int64_t c = b0;
+    for (; c + U <= b1; c += U) pack_direct_block<MR, U>(C, ldc, A, B, P, c, N, accumulate);
+    for (; c < b1; ++c) pack_direct_block<MR, 1>(C, ldc, A, B, P, c, N, accumulate);
+}
+
+PPOLAB_SIMD_INLINE void pack_direct(float* C, int64_t ldc, const ASource& A, const BSource& B, int64_t M, int64_t N,
+                                    int64_t P, bool accumulate, int64_t t, int64_t T) {
+    const int64_t blocks = (N + 15) / 16, b0 = blocks * t / T, b1 = blocks * (t + 1) / T;
+    switch (M) {
+        case 1: return pack_direct_rows<1>(C, ldc, A, B, P, N, accumulate, b0, b1);
+        case 2: return pack_direct_rows<2>(C, ldc, A, B, P, N, accumulate, b0, b1);
+        case 3: return pack_direct_rows<3>(C, ldc, A, B, P, N, accumulate, b0, b1);
+        default: return pack_direct_rows<4>(C, ldc, A, B, P, N, accumulate, b0, b1);
+    }
+}
+
 // AVX2: 16 registers, 6 rows × 2 vectors of 8 (12 accumulators; 16
 // columns, a VNNI pack's column block).
 PPOLAB_SIMD_AVX2 void product_avx2(float* C, int64_t ldc, ASource A, BSource B, int64_t M, int64_t N, int64_t P,
                                    bool accumulate) {
+    if (B.kind == Src::vnni && M <= kDirectRows) {
+        PPOLAB_ASSERT(A.pairs);
+#pragma omp parallel if (M * N * P >= kParallelWork)
+        pack_direct(C, ldc, A, B, M, N, P, accumulate, omp_get_thread_num(), omp_get_num_threads());
+        return;
+    }
 #pragma omp parallel if (M * N * P >= kParallelWork)
     product_share<vf8, 6, 2>(C, ldc, A, B, M, N, P, accumulate, omp_get_thread_num(), omp_get_num_threads());
 }
@@ -257,11 +356,23 @@ PPOLAB_SIMD_INLINE void scalar_rows(float* C, int64_t ldc, float* tile, const AS
     float acc[MR][NB];
     for (int64_t r = 0; r < MR; ++r)
         for (int64_t jj = 0; jj < NB; ++jj) acc[r][jj] = first ? 0.f : tile[(i0 + r) * NB + jj];
-    for (int64_t p = 0; p < kc; ++p)
+    auto step = [&](int64_t p) {
         for (int64_t r = 0; r < MR; ++r) {
             const float x = A.a[(i0 + r) * A.row + (p0 + p) * A.step];
             for (int64_t jj = 0; jj < NB; ++jj) acc[r][jj] = std::fma(x, panel[p * NB + jj], acc[r][jj]);
         }
+    };
+    int64_t p = 0;
+    if (A.pairs) {
+        for (; p + 1 < kc; p += 2) {
+            step(p + 1);
+            step(p);
+        }
+        if (p < kc)  // the product's last pair: +0·+0, then step p
+            for (int64_t r = 0; r < MR; ++r)
+                for (int64_t jj = 0; jj < NB; ++jj) acc[r][jj] = std::fma(0.f, 0.f, acc[r][jj]);
+    }
+    for (; p < kc; ++p) step(p);
     for (int64_t r = 0; r < MR; ++r) {
         if (!last) {
             for (int64_t jj = 0; jj < NB; ++jj) tile[(i0 + r) * NB + jj] = acc[r][jj];
@@ -348,7 +459,7 @@ void canonical_forward(float* Y, const float* X, WeightView W, int64_t M, bool a
     const int64_t N = W.rows, K = W.cols;
     thread_local std::vector<float> xr;
     const bool bf = W.type == WeightType::bf16;
-    const ASource A{rounded(X, M * K, bf, xr), K, 1};
+    const ASource A{rounded(X, M * K, bf, xr), K, 1, bf};
     const BSource B =
         use_pack(W) ? pack_source(W, AmxOperand::forward) : BSource{bf ? Src::cols_bf16 : Src::cols_f32, W.data, K};
     product(Y, N, A, B, M, N, K, accumulate);
@@ -358,7 +469,7 @@ void canonical_backward_input(float* dX, const float* dY, WeightView W, int64_t 
     const int64_t N = W.rows, K = W.cols;
     thread_local std::vector<float> gr;
     const bool bf = W.type == WeightType::bf16;
-    const ASource A{rounded(dY, M * N, bf, gr), N, 1};
+    const ASource A{rounded(dY, M * N, bf, gr), N, 1, bf};
     const BSource B = use_pack(W) ? pack_source(W, AmxOperand::backward_input)
                                   : BSource{bf ? Src::rows_bf16 : Src::rows_f32, W.data, K};
     product(dX, K, A, B, M, K, N, accumulate);
@@ -368,7 +479,7 @@ void canonical_backward_weight(float* dW, const float* dY, const float* X, int64
                                WeightType inputs) {
     thread_local std::vector<float> gr, xr;
     const bool bf = inputs == WeightType::bf16;
-    const ASource A{rounded(dY, M * N, bf, gr), 1, N};  // A(n, m) = dY[m, n]
+    const ASource A{rounded(dY, M * N, bf, gr), 1, N, bf};  // A(n, m) = dY[m, n]
     product(dW, K, A, {Src::rows_f32, rounded(X, M * K, bf, xr), K}, N, K, M, true);
 }
 

@@ -2,8 +2,8 @@
 // contract, kept as the oracle of the fast backend (tests, benchmarks).
 // Same signatures and semantics as linear_forward / linear_backward_input /
 // linear_backward_weight; slow on purpose (one output at a time, one FP32
-// FMA per term in index order from +0): the canonical arithmetic's
-// definition (numerics.h).
+// FMA per term in index order from +0, BF16 products pair by pair with the
+// odd term first): the canonical arithmetic's definition (numerics.h).
 #pragma once
 #include <cstdint>
 

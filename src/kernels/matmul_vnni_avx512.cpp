@@ -9,9 +9,11 @@
 //   * BF16 products as FP32 (a CPU whose `vdpbf16ps` is slow or absent, as
 //     the Emerald Rapids without AMX of session 13): the 64-byte row of the
 //     pack widened in registers to the two FP32 vectors of its pair (a shift
-//     and a mask), then two `vfmadd231ps` per input row. The products are
-//     exact and each lane sums them one by one in index order from zero: the
-//     reference loops' arithmetic exactly, bit for bit on any data.
+//     and a mask), then two `vfmadd231ps` per input row, the odd term first.
+// Both are the reference loops' arithmetic exactly, bit for bit on any data
+// (NaN payloads aside): the products are exact, each lane sums them from
+// zero pair by pair, the odd term first, and with the denormals flushed on
+// every thread (numerics.h) `vdpbf16ps`'s two roundings are two FMAs'.
 //
 // The row stream of matmul_avx512.cpp forms dot products along K, so each
 // of its multiply-adds needs an input load beside the weight's and ends in a
@@ -37,8 +39,7 @@
 // `accumulate` the finished sum is then added to the destination, as the
 // reference does. The order depends on K only — not on M, the blocking or
 // the thread count — so row invariance (matmul.h) holds and results are the
-// same bytes at any number of threads. `vdpbf16ps` treats BF16 denormal
-// inputs as zero (as the other BF16 paths; irrelevant for real activations).
+// same bytes at any number of threads.
 //
 // Compiled for -march=x86-64-v3: the vector functions carry a target
 // attribute (PPOLAB_AVX512F: F/BW/VL/DQ; PPOLAB_AVX512: also BF16) and run
@@ -74,6 +75,7 @@ constexpr int64_t kChunkPairs = 1024;  // reduction pairs per widened panel (U·
 // (BENCHMARKS.md session 26: at 4 row blocks the pass was 18 % of a
 // product; at 64, whole-model LoRA 4×128 was not shown faster).
 constexpr int64_t kFusedWideningBlocks = 16;
+constexpr int64_t kDpbf16ChunkRows = 256;  // rows of X per pass over a thread's column blocks
 constexpr int kColumnBlocksPerStep =
     3;  // U: column blocks per register block (8·3 accumulators + 3 or 6 + 1 of 32 zmm)
 
@@ -157,15 +159,15 @@ PPOLAB_AVX512F inline void widen_to_panel(float* q, const bf16* w, __m512& even,
 }
 
 // One reduction pair r of an FP32 register block: each accumulator takes
-// 2r, then 2r + 1.
+// 2r + 1, then 2r (`vdpbf16ps`'s order, the reference's for BF16 products).
 template <int MR, int U>
 PPOLAB_AVX512F inline void fma_pair(__m512 (&acc)[MR][U], const __m512 (&even)[U], const __m512 (&odd)[U],
                                     const float* X, int64_t ldx, int64_t r) {
     for (int m = 0; m < MR; ++m) {
-        const __m512 x0 = _mm512_set1_ps(X[m * ldx + 2 * r]);
-        for (int u = 0; u < U; ++u) acc[m][u] = _mm512_fmadd_ps(x0, even[u], acc[m][u]);
         const __m512 x1 = _mm512_set1_ps(X[m * ldx + 2 * r + 1]);
         for (int u = 0; u < U; ++u) acc[m][u] = _mm512_fmadd_ps(x1, odd[u], acc[m][u]);
+        const __m512 x0 = _mm512_set1_ps(X[m * ldx + 2 * r]);
+        for (int u = 0; u < U; ++u) acc[m][u] = _mm512_fmadd_ps(x0, even[u], acc[m][u]);
     }
 }
 
@@ -366,15 +368,23 @@ void product(float* Y, const XElem<op>* X, int64_t ldx, int64_t M, int64_t K, co
             if (m1 > m0) columns_range<op>(Y + m0 * P.n, X + m0 * ldx, ldx, m1 - m0, P, 0, nb, pairs, accumulate);
         } else {
             const int64_t j0 = nb * t / T, j1 = nb * (t + 1) / T;
-            if (j1 > j0) columns_range<op>(Y, X, ldx, M, P, j0, j1, pairs, accumulate);
+            // `vdpbf16ps` reads X itself: in row chunks that stay in L2
+            // while the thread's column groups pass over them (the FMA
+            // path reads X from its own widened panels, column_group).
+            const int64_t rows = op == Op::dpbf16 ? kDpbf16ChunkRows : M;
+            for (int64_t m0 = 0; m0 < M && j1 > j0; m0 += rows)
+                columns_range<op>(Y + m0 * P.n, X + m0 * ldx, ldx, std::min(rows, M - m0), P, j0, j1, pairs,
+                                  accumulate);
         }
     }
 }
 
 }  // namespace
 
-// Never under engine.numerics = canonical: `vdpbf16ps` sums pairs and flushes denormals.
-bool small_m_vnni_uses_dpbf16() { return !numerics_canonical() && matmul_has_avx512bf16() && bf16_products_native(); }
+// In both modes: `vdpbf16ps` computes the reference's chain of FMAs, pair
+// by pair with the odd term first, under the flushed denormals of every
+// thread (numerics.h), bit for bit.
+bool small_m_vnni_uses_dpbf16() { return matmul_has_avx512bf16() && bf16_products_native(); }
 
 namespace matmul_detail {
 
@@ -387,9 +397,11 @@ void vnni_product(float* Y, const float* X, const AmxPack& P, int64_t M, bool ac
     if (small_m_vnni_uses_dpbf16()) {
         thread_local std::vector<uint32_t> xb;  // one BF16 pair per element
         if (static_cast<int64_t>(xb.size()) < M * pairs) xb.resize(M * pairs);
+        uint32_t* x = xb.data();
+#pragma omp parallel for schedule(static) if (M * K >= (int64_t(1) << 16))
         for (int64_t m = 0; m < M; ++m) {
-            xb[m * pairs + pairs - 1] = 0;
-            convert_to_bf16(reinterpret_cast<bf16*>(xb.data() + m * pairs), X + m * K, K);
+            x[m * pairs + pairs - 1] = 0;
+            convert_to_bf16(reinterpret_cast<bf16*>(x + m * pairs), X + m * K, K);
         }
         product<Op::dpbf16>(Y, xb.data(), pairs, M, K, P, accumulate);
     } else {

@@ -1,6 +1,8 @@
 // numerics.cpp — the arithmetic mode and the instruction-set cap (numerics.h).
 #include "kernels/numerics.h"
 
+#include <xmmintrin.h>
+
 #include <atomic>
 #include <cstdlib>
 
@@ -12,6 +14,11 @@ namespace ppolab {
 namespace {
 
 std::atomic<Numerics> mode{Numerics::canonical};
+
+constexpr unsigned kFlushToZero = 0x8000, kDenormalsAreZero = 0x0040;  // MXCSR bits 15 and 6
+
+// Before main, on the thread that will create every other.
+[[maybe_unused]] const bool flushed_before_main = (numerics_flush_denormals(), true);
 
 const char* const kCapNames[] = {"scalar", "avx2", "avx512", "avx512_bf16", "amx", "native"};
 
@@ -67,7 +74,13 @@ IsaCap isa_cpu_best() {
     return best;
 }
 
+void numerics_flush_denormals() { _mm_setcsr(_mm_getcsr() | kFlushToZero | kDenormalsAreZero); }
+bool numerics_denormals_flushed() {
+    return (_mm_getcsr() & (kFlushToZero | kDenormalsAreZero)) == (kFlushToZero | kDenormalsAreZero);
+}
+
 void numerics_check_environment() {
+    numerics_flush_denormals();
     const IsaCap want = isa_cap_requested();
     if (want == IsaCap::native) return;
     const IsaCap best = isa_cpu_best();

@@ -1,7 +1,10 @@
 // test_matmul_canonical.cpp — the canonical products (numerics.h) equal the
 // reference loops (matmul_reference.cpp: k ascending, one FP32 FMA per term
-// from +0) bit for bit, on every instruction-set path this CPU can run
-// (scalar, AVX2, AVX-512), at 1, 2 and 3 threads, for every row count
+// from +0, BF16 products pair by pair with the odd term first, denormals
+// flushed) bit for bit, on every instruction-set path this CPU can run
+// (scalar, AVX2, AVX-512 with the frozen base's products as FP32 FMAs, and
+// with `vdpbf16ps` where the CPU has AVX-512 BF16), at 1, 2 and 3 threads,
+// for every row count
 // (a row's bytes do not depend on the rows beside it), on adversarial data:
 // ±0, denormals, values at BF16 rounding ties, huge and tiny exponents, and
 // lengths that are not multiples of 8, 16 or 32.
@@ -12,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -58,15 +62,25 @@ std::vector<bf16> to_bf16(const std::vector<float>& v) {
     return out;
 }
 
-// The instruction-set levels this CPU can run.
-std::vector<simd::SimdLevel> levels() {
-    std::vector<simd::SimdLevel> out = {simd::SimdLevel::portable};
-    if (simd::simd_cpu_level() >= simd::SimdLevel::avx2) out.push_back(simd::SimdLevel::avx2);
-    if (simd::simd_cpu_level() >= simd::SimdLevel::avx512) out.push_back(simd::SimdLevel::avx512);
+// The paths this CPU can run: an instruction-set level, and at AVX-512
+// whether BF16 products run as `vdpbf16ps` (native) or as FP32 FMAs.
+struct Level {
+    simd::SimdLevel simd;
+    Bf16Products bf16;
+};
+std::vector<Level> levels() {
+    std::vector<Level> out = {{simd::SimdLevel::portable, Bf16Products::f32}};
+    if (simd::simd_cpu_level() >= simd::SimdLevel::avx2) out.push_back({simd::SimdLevel::avx2, Bf16Products::f32});
+    if (simd::simd_cpu_level() >= simd::SimdLevel::avx512) {
+        out.push_back({simd::SimdLevel::avx512, Bf16Products::f32});
+        if (matmul_has_avx512bf16()) out.push_back({simd::SimdLevel::avx512, Bf16Products::native});
+    }
     return out;
 }
-const char* level_name(simd::SimdLevel l) {
-    return l == simd::SimdLevel::avx512 ? "avx512" : l == simd::SimdLevel::avx2 ? "avx2" : "scalar";
+std::string level_name(Level l) {
+    return l.simd == simd::SimdLevel::avx512 ? std::string("avx512") + (l.bf16 == Bf16Products::native ? "_bf16" : "")
+           : l.simd == simd::SimdLevel::avx2 ? "avx2"
+                                             : "scalar";
 }
 
 struct LevelGuard {
@@ -75,7 +89,12 @@ struct LevelGuard {
     LevelGuard() { numerics_set_mode(Numerics::canonical); }
     ~LevelGuard() {
         simd::simd_level() = saved;
+        matmul_set_bf16_products(Bf16Products::automatic);
         omp_set_num_threads(threads);
+    }
+    static void set(Level l) {
+        simd::simd_level() = l.simd;
+        matmul_set_bf16_products(l.bf16);
     }
 };
 
@@ -131,9 +150,9 @@ void check(Product product, Shape s, WeightType type, bool frozen, bool accumula
     };
     const std::vector<float> want = run(true);
     LevelGuard guard;
-    for (simd::SimdLevel level : levels())
+    for (Level level : levels())
         for (int threads : {1, 2, 3}) {
-            simd::simd_level() = level;
+            LevelGuard::set(level);
             omp_set_num_threads(threads);
             const std::string diff = first_difference(run(false), want);
             EXPECT_EQ(diff, "") << "product " << static_cast<int>(product) << " M=" << s.M << " N=" << s.N
@@ -217,9 +236,51 @@ TEST(MatmulCanonical, AutomaticPathsAreCanonical) {
         WeightView F = W;
         F.prepacked = &pack;
         const std::string frozen = matmul_path_name(M, F);
-        if (simd::simd_level() == simd::SimdLevel::avx512) EXPECT_EQ(frozen, "small_m_vnni_fma_avx512");
+        if (simd::simd_level() == simd::SimdLevel::avx512)
+            EXPECT_EQ(frozen, bf16_products_native() ? "small_m_vnni_avx512" : "small_m_vnni_fma_avx512");
         else EXPECT_EQ(frozen.rfind("canonical_", 0), 0u) << frozen;
     }
+}
+
+// Under canonical numerics the conversion to BF16 is float_to_bf16 exactly
+// (ties to even, NaN kept quiet), on every lane and tail length.
+TEST(MatmulCanonical, ConversionToBf16IsTheScalarRounding) {
+    LevelGuard guard;
+    std::vector<float> x = adversarial(1000, 600);
+    const uint32_t specials[] = {0x7f800000u, 0xff800000u, 0x7fc00001u, 0xffbfffffu, 0x7f7fffffu,
+                                 0x00000001u, 0x80008000u, 0x3f808000u, 0x3f818000u, 0x7f7f8000u};
+    for (size_t i = 0; i < std::size(specials); ++i) std::memcpy(&x[i * 37], &specials[i], 4);
+    for (int64_t n : {int64_t(1), int64_t(15), int64_t(16), int64_t(17), int64_t(1000)}) {
+        std::vector<bf16> got(static_cast<size_t>(n));
+        convert_to_bf16(got.data(), x.data(), n);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], float_to_bf16(x[i])) << "element " << i << " of " << n;
+    }
+}
+
+// The denormal policy (numerics.h): FTZ and DAZ on the main thread, on every
+// thread of OpenMP's pool at 1 to 3 threads, and on a new std::thread; so a
+// product of normal numbers whose exact result is denormal gives ±0, and a
+// denormal input counts as zero.
+TEST(MatmulCanonical, DenormalsAreFlushedOnEveryThread) {
+    LevelGuard guard;
+    EXPECT_TRUE(numerics_denormals_flushed());
+    for (int threads : {1, 2, 3}) {
+        omp_set_num_threads(threads);
+        int flushed = 0, seen = 0;
+#pragma omp parallel reduction(+ : flushed, seen)
+        {
+            flushed += numerics_denormals_flushed() ? 1 : 0;
+            seen += 1;
+        }
+        EXPECT_EQ(flushed, seen) << threads << " threads";
+    }
+    bool other = false;
+    std::thread([&] { other = numerics_denormals_flushed(); }).join();
+    EXPECT_TRUE(other);
+    volatile float tiny = 1e-20f, denormal = 1e-40f, one = 1.f;
+    EXPECT_EQ(tiny * tiny, 0.f);
+    EXPECT_EQ(denormal + 0.f, 0.f);
+    EXPECT_EQ(denormal * one, 0.f);
 }
 
 }  // namespace
