@@ -51,7 +51,7 @@ DispatchReport dispatch_report() {
     if (numerics_canonical()) {
         const char* level = level_name(simd::simd_cpu_level());
         r.decode_products = std::string("canonical_") + (std::string(level) == "portable" ? "scalar" : level);
-        r.frozen_products = r.avx512 ? "vnni_fma" : r.decode_products;
+        r.frozen_products = !r.avx512 ? r.decode_products : vdpbf16 ? "vnni_dpbf16" : "vnni_fma";
     }
     r.frozen_why = amx ? "" : no_amx;
     const dnnl_version_t* v = dnnl_version();
@@ -79,7 +79,9 @@ std::string dispatch_text(const DispatchReport& r) {
                       "products         %s; the frozen base's %s\n",
                       r.isa.c_str(), r.build.c_str(), yn(r.avx2_fma), yn(r.avx512), yn(r.avx512_bf16), yn(r.amx_bf16),
                       r.layer_kernels.c_str(), r.decode_products.c_str(),
-                      r.frozen_products == "vnni_fma" ? "FP32 FMA on the VNNI pack" : "the same");
+                      r.frozen_products == "vnni_dpbf16" ? "vdpbf16ps on the VNNI pack"
+                      : r.frozen_products == "vnni_fma"  ? "FP32 FMA on the VNNI pack"
+                                                         : "the same");
         return buf;
     }
     std::snprintf(buf, sizeof buf,

@@ -28,7 +28,8 @@ struct DispatchReport {
     std::string frozen_products;  // the frozen base's BF16 products: "amx" (any rows) | "dnnl+vnni" (oneDNN
                                   // above 32 rows, small_m_vnni_avx512 to 32) | "vnni_fma" (BF16 products as
                                   // FP32: FMA on the VNNI pack at any rows, oneDNN above 32 where narrow) |
-                                  // "dnnl" (no AVX-512: portable decode)
+                                  // "dnnl" (no AVX-512: portable decode); canonical: "vnni_dpbf16" |
+                                  // "vnni_fma" (the VNNI pack, at any rows) | the canonical kernel's name
     std::string frozen_why;       // why not amx, when not
     std::string onednn;           // version of the library that computes the other products
     std::string bf16_products;    // how oneDNN computes BF16 products: "native" | "fp32" (matmul_backend.h)
