@@ -29,6 +29,11 @@ enum class Product { forward, backward_input, backward_weight };
 // takes above kSmallM rows (choose()).
 constexpr int64_t kVnniMinWidth = 512;
 
+// Rows from which canonical mode packs a changing BF16 weight per call for
+// `vdpbf16ps` (the packing reads and writes the weight once; the product
+// reads it once per 8 rows).
+constexpr int64_t kPackPerCallRows = 64;
+
 // Tiny products (a tiny model's, tests') run on the calling thread in the
 // portable loops: a oneDNN call or an OpenMP region costs more than the
 // work; but decode's FP32 ones (LoRA adapters) on the small-M kernels.
@@ -48,8 +53,12 @@ MatmulPath choose(int64_t M, int64_t N, int64_t K, Product product, WeightType t
         // and backward to the input on its VNNI pack where AVX-512 is there
         // (`vdpbf16ps` or FMA, the same sums: matmul_vnni_avx512.cpp), every
         // other product on the canonical kernels.
-        const bool vnni = frozen && type == WeightType::bf16 && product != Product::backward_weight &&
-                          simd::simd_level() == simd::SimdLevel::avx512;
+        // A BF16 weight that changes every step (pretraining's BF16 copy)
+        // too, packed per call, where `vdpbf16ps` reads the pack and the
+        // rows pay for the packing: twice the FP32 FMA's rate.
+        const bool packed_per_call = small_m_vnni_uses_dpbf16() && M >= kPackPerCallRows;
+        const bool vnni = (frozen || packed_per_call) && type == WeightType::bf16 &&
+                          product != Product::backward_weight && simd::simd_level() == simd::SimdLevel::avx512;
         return vnni ? MatmulPath::small_m_vnni : MatmulPath::canonical;
     }
     if (p == MatmulPath::automatic) {

@@ -199,6 +199,8 @@ TEST(MatmulCanonical, SeedShapesAndManyRows) {
     check(Product::forward, {5, 24, 4864}, WeightType::f32, false, true, 401);
     check(Product::backward_input, {4, 4864, 40}, WeightType::bf16, true, false, 402);
     check(Product::backward_weight, {300, 8, 24}, WeightType::f32, false, true, 403);
+    check(Product::backward_weight, {65, 37, 70}, WeightType::bf16, false, true, 407);  // odd M
+    check(Product::forward, {65, 37, 71}, WeightType::bf16, false, false, 408);         // packed per call
     check(Product::forward, {513, 20, 70}, WeightType::bf16, true, false, 404);
     check(Product::forward, {513, 37, 64}, WeightType::f32, false, false, 405);
     check(Product::backward_input, {130, 33, 520}, WeightType::bf16, false, true, 406);
@@ -224,15 +226,19 @@ TEST(MatmulCanonical, RowsAreTheirRowAloneAtAnyRowCount) {
     }
 }
 
-// Under canonical numerics the automatic choice takes only canonical paths.
+// Under canonical numerics the automatic choice takes only canonical paths:
+// the canonical kernels, and the VNNI pack for the frozen base (and, from 64
+// rows where `vdpbf16ps` runs, for a changing BF16 weight packed per call).
 TEST(MatmulCanonical, AutomaticPathsAreCanonical) {
     LevelGuard guard;
     const std::vector<bf16> w(64 * 64, 0x3f80);
     WeightView W{WeightType::bf16, w.data(), 64, 64};
     PrepackedWeight pack(W);
-    for (int64_t M : {1, 32, 33, 512}) {
+    const bool dpbf16 = simd::simd_level() == simd::SimdLevel::avx512 && small_m_vnni_uses_dpbf16();
+    for (int64_t M : {1, 32, 33, 63, 64, 512}) {
         const std::string plain = matmul_path_name(M, W);
-        EXPECT_EQ(plain.rfind("canonical_", 0), 0u) << plain;
+        if (dpbf16 && M >= 64) EXPECT_EQ(plain, "small_m_vnni_avx512") << M;
+        else EXPECT_EQ(plain.rfind("canonical_", 0), 0u) << plain;
         WeightView F = W;
         F.prepacked = &pack;
         const std::string frozen = matmul_path_name(M, F);
