@@ -3,8 +3,10 @@
 
 #include <cstdio>
 #include <functional>
+#include <map>
 
 #include "evaluation/diagnostics.h"
+#include "evaluation/exact_gold.h"
 #include "kernels/matmul.h"
 #include "model/generate.h"
 #include "model/sequence_kl.h"
@@ -119,6 +121,7 @@ std::vector<fs::path> evaluation_outputs(const RunLayout& run, EvalSet set) {
         out.push_back(generations_path(run, set, p));
         out.push_back(scored_path(run, set, p));
     }
+    out.push_back(judge_grammar_path(run, set));
     out.push_back(timings_path(run, set));
     out.push_back(metrics_path(run, set));
     return out;
@@ -176,6 +179,10 @@ json generation_identity(const Study& s, EvalSet set, const std::string& policy,
     identity["generation"] = {
         {"greedy", true},       {"max_new_tokens", gen.max_new_tokens},  {"eos_id", gen.eos_id},
         {"pad_id", gen.pad_id}, {"rows_per_decode", kEvalRowsPerDecode}, {"prefill", "each row alone"}};
+    identity["exact"] = {{"grammar_sentences", rubric_enumerate().size()},
+                         {"spellings", kGrammarSpellings},
+                         {"prompts_per_population",
+                          s.cfg.evaluation.exact_prompts ? json(*s.cfg.evaluation.exact_prompts) : json("all")}};
     identity["readable_roots"] = run_relative_roots(s.reader(), s.run);
     return identity;
 }
@@ -234,6 +241,67 @@ void restore_scored(EvalRow& r, const json& j) {
 }
 
 }  // namespace
+
+fs::path judge_grammar_path(const RunLayout& run, EvalSet set) {
+    return run.eval() / (prefix(set) + "judge-grammar.json");
+}
+
+std::map<std::string, std::vector<float>> judge_grammar_scores(const Study& s, EvalSet set, RoleModel& judge,
+                                                               const std::vector<EvalRow>& rows,
+                                                               const GrammarTree& grammar) {
+    std::vector<std::string> prompts;  // distinct, in row order
+    for (const EvalRow* r : unique_contexts([&] {
+             std::vector<const EvalRow*> all;
+             for (const EvalRow& row : rows) all.push_back(&row);
+             return all;
+         }()))
+        prompts.push_back(r->prompt);
+    std::string joined;
+    for (const std::string& p : prompts) joined += p + '\n';
+    json identity = s.identity();
+    identity["stage"] = "evaluate-judge-grammar";
+    identity["population"] = eval_set_name(set);
+    identity["judge_learned_identity"] = judge.role.learned_identity();
+    identity["prompts_sha256"] = sha256_hex(joined);
+    identity["spellings"] = grammar.tree.last_node.size();
+    identity["tree_nodes"] = grammar.tree.nodes();
+    const fs::path path = judge_grammar_path(s.run, set);
+    std::map<std::string, std::vector<float>> out;
+    if (fs::exists(path)) {  // written by an earlier policy of this evaluation
+        const json done = parse_json(s.reader().read(path), path.string());
+        const std::string d = json_first_difference(json_field(done, "identity", path.string()), identity, "identity");
+        if (d.empty()) {
+            for (const json& e : json_field(done, "prompts", path.string()))
+                out[json_string(e, "prompt", path.string())] =
+                    json_field(e, "scores", path.string()).get<std::vector<float>>();
+            if (out.size() == prompts.size()) return out;
+        }
+        out.clear();  // another judge or other prompts: computed again and replaced
+    }
+    std::vector<std::vector<float>> scores(prompts.size());
+    Progress bar("evaluate judge grammar", static_cast<int64_t>(prompts.size()));
+    int64_t done = 0;
+    parallel::share_range(
+        0, prompts.size(),
+        [&](size_t j) {
+            scores[j] = grammar_judge_scores(judge.model, *judge.role.head, s.encode_prompt(prompts[j]), grammar);
+            bar.update(++done);
+        },
+        [&](size_t j) { return json(scores[j]); },
+        [&](size_t j, const json& f) { scores[j] = f.get<std::vector<float>>(); });
+    bar.finish();
+    json entries = json::array();
+    for (size_t j = 0; j < prompts.size(); ++j) {
+        entries.push_back({{"prompt", prompts[j]}, {"scores", scores[j]}});
+        out[prompts[j]] = scores[j];
+    }
+    if (parallel::world().writer()) {
+        fs::create_directories(path.parent_path());
+        write_json_atomic(path, json{{"identity", identity}, {"prompts", entries}}, Overwrite::replace);
+    }
+    parallel::barrier();
+    return out;
+}
 
 json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
     const fs::path out = generations_path(s.run, set, policy);
@@ -411,6 +479,45 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
         bar.finish();
     }
     const double scoring_seconds = since(t_score);
+
+    // 3. exact: the grammar's sentences under the policy (exact_gold.h) and
+    //    the judge's expectation over them, once per distinct prompt, each
+    //    prompt its own computation (shared across the ranks).
+    const auto t_exact = Clock::now();
+    {
+        const GrammarTree grammar = grammar_tree(s.tokenizer(), s.eos_id);
+        // The first evaluation.exact_prompts distinct prompts of each population (null: all).
+        std::map<std::string, size_t> first_of;  // prompt → its first row
+        std::map<std::string, int64_t> taken;    // population → distinct prompts taken
+        std::vector<size_t> firsts;
+        const std::optional<int64_t> limit = s.cfg.evaluation.exact_prompts;
+        for (size_t i = 0; i < rows.size(); ++i) {
+            if (first_of.count(rows[i].prompt) || (limit && taken[rows[i].population] >= *limit)) continue;
+            first_of.emplace(rows[i].prompt, i);
+            ++taken[rows[i].population];
+            firsts.push_back(i);
+        }
+        std::map<std::string, std::vector<float>> judged;
+        if (judge) judged = judge_grammar_scores(s, set, *judge, rows, grammar);
+        Progress bar("evaluate " + policy + " exact", static_cast<int64_t>(firsts.size()));
+        int64_t measured = 0;
+        auto measure = [&](size_t j) {
+            EvalRow& r = rows[firsts[j]];
+            const auto it = judged.find(r.prompt);
+            r.grammar = grammar_mass(actor_model, s.encode_prompt(r.prompt), grammar,
+                                     it == judged.end() ? nullptr : &it->second);
+            bar.update(++measured);
+        };
+        auto fields = [&](size_t j) { return json::parse(grammar_mass_to_json(*rows[firsts[j]].grammar).dump()); };
+        auto restore = [&](size_t j, const json& f) {
+            rows[firsts[j]].grammar = grammar_mass_from_json(f, "evaluate " + policy);
+        };
+        parallel::share_range(0, firsts.size(), measure, fields, restore);
+        for (EvalRow& r : rows)
+            if (auto it = first_of.find(r.prompt); it != first_of.end()) r.grammar = rows[it->second].grammar;
+        bar.finish();
+    }
+    const double exact_seconds = since(t_exact);
     if (actor && actor->learned_identity() != actor_identity) fail("evaluate: the policy changed while generating");
     if (reference && reference->changed()) fail("evaluate: the reference changed");
     if (judge && judge->changed()) fail("evaluate: the judge changed while scoring");
@@ -438,6 +545,7 @@ json evaluate_generate(const Study& s, EvalSet set, const std::string& policy) {
         record_timings(s.run, set, policy,
                        {{"generation_seconds", generation_seconds},
                         {"scoring_seconds", scoring_seconds},
+                        {"exact_seconds", exact_seconds},
                         {"seconds", since(started)}});
         remove_checkpoint(checkpoint);
     }

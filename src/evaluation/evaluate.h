@@ -27,12 +27,15 @@
 // RUN/eval/validation-*.json; its generation reads learn/ (where validation
 // prompts live), never gold/.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "data/corpus.h"
+#include "evaluation/exact_gold.h"
 #include "evaluation/populations.h"
+#include "training/roles.h"
 #include "training/study.h"
 
 namespace ppolab {
@@ -64,6 +67,15 @@ fs::path metrics_path(const RunLayout& run, EvalSet set);
 // generations a killed evaluation had finished keeps the entry of the
 // process that generated them.
 fs::path timings_path(const RunLayout& run, EvalSet set);
+// The frozen judge's score of every grammar spelling (exact_gold.h) after
+// each distinct prompt of the population: {"identity", "prompts": [{"prompt",
+// "scores" (spellings)}]}. It does not depend on the policy, so the first
+// policy's evaluation computes it and the others read it (a file of another
+// judge or other prompts is computed again and replaced).
+fs::path judge_grammar_path(const RunLayout& run, EvalSet set);
+std::map<std::string, std::vector<float>> judge_grammar_scores(const Study& study, EvalSet set, RoleModel& judge,
+                                                               const std::vector<EvalRow>& rows,
+                                                               const GrammarTree& grammar);
 // Crash safety: the rows generated so far for one policy, every
 // `checkpoint.every_rows` rows (RUN/eval/checkpoints/…-generations.json),
 // removed once the policy's generations file is written.

@@ -34,6 +34,7 @@ ordered_json eval_row_to_json(const EvalRow& row) {
     j["reference_logp"] = row.reference_logp;
     j["sampling_logp"] = row.sampling_logp;
     if (row.kl_exact_to_sft) j["kl_exact_to_sft"] = *row.kl_exact_to_sft;
+    if (row.grammar) j["grammar"] = grammar_mass_to_json(*row.grammar);
     if (row.expected_action >= 0) j["expected_action"] = row.expected_action;
     if (row.verdict) j["rubric"] = rubric_verdict_to_json(*row.verdict);
     return j;
@@ -63,6 +64,7 @@ EvalRow eval_row_from_json(const json& v, std::string_view where) {
             fail(w, ": ", per_token->size(), " per-token log-probs for ", r.response.size(), " response tokens");
     if (v.contains("kl_exact_to_sft") && !v["kl_exact_to_sft"].is_null())
         r.kl_exact_to_sft = json_number(v, "kl_exact_to_sft", w);
+    if (v.contains("grammar")) r.grammar = grammar_mass_from_json(v["grammar"], w);
     if (v.contains("expected_action")) r.expected_action = static_cast<int>(json_int(v, "expected_action", w));
     if (v.contains("rubric")) r.verdict = rubric_verdict_from_json(v["rubric"], w + " rubric");
     return r;
@@ -113,8 +115,9 @@ ordered_json mean(double sum, int64_t n) {
 
 ordered_json population_metrics(const std::vector<const EvalRow*>& rows) {
     int64_t n = 0, success = 0, recognized = 0, relevant = 0, certain = 0, refusals = 0, no_eos = 0, undecodable = 0;
-    int64_t tokens = 0, scored = 0, with_ratio = 0;
-    double score_sum = 0, ratio_sum = 0;
+    int64_t tokens = 0, scored = 0, with_ratio = 0, with_grammar = 0, with_proxy = 0;
+    double score_sum = 0, ratio_sum = 0, leading_space = 0, proxy = 0;
+    ExactRubric exact;  // Σ over rows
     for (const EvalRow* r : rows) {
         if (!r->verdict) fail("row ", r->id, ": no rubric verdict (score the generations first)");
         const RubricVerdict& v = *r->verdict;
@@ -134,6 +137,22 @@ ordered_json population_metrics(const std::vector<const EvalRow*>& rows) {
         if (auto lr = r->mean_logratio()) {
             ratio_sum += *lr;
             ++with_ratio;
+        }
+        if (r->grammar) {
+            const ExactRubric e = exact_rubric(r->grammar->form_p, rubric_enumerate(), r->expected_action);
+            exact.success += e.success;
+            exact.in_grammar += e.in_grammar;
+            exact.relevant += e.relevant;
+            exact.certainty += e.certainty;
+            exact.refusal += e.refusal;
+            exact.polite += e.polite;
+            for (size_t a = 0; a < e.action.size(); ++a) exact.action[a] += e.action[a];
+            leading_space += r->grammar->leading_space;
+            ++with_grammar;
+            if (r->grammar->proxy) {
+                proxy += *r->grammar->proxy;
+                ++with_proxy;
+            }
         }
     }
     ordered_json m;
@@ -158,6 +177,19 @@ ordered_json population_metrics(const std::vector<const EvalRow*>& rows) {
     m["mean_learned_reward"] = mean(score_sum, scored);
     m["logratio_rows"] = with_ratio;
     m["mean_sampled_actor_reference_logratio"] = mean(ratio_sum, with_ratio);
+    if (with_grammar > 0) {  // exact expectations under the policy (exact_gold.h), mean over the rows measured
+        const double k = static_cast<double>(with_grammar);
+        ExactRubric mean_exact = exact;
+        for (double* x : {&mean_exact.success, &mean_exact.in_grammar, &mean_exact.relevant, &mean_exact.certainty,
+                          &mean_exact.refusal, &mean_exact.polite})
+            *x /= k;
+        for (double& x : mean_exact.action) x /= k;
+        ordered_json e = exact_rubric_to_json(mean_exact);
+        e["leading_space"] = leading_space / k;
+        e["proxy_in_grammar"] = mean(proxy, with_proxy);
+        e["rows"] = with_grammar;
+        m["exact"] = e;
+    }
     m["denominators"] = {{"rubric_success_rate_all_outputs", n},
                          {"recognized_rate", n},
                          {"relevant_rate_recognized_denominator", recognized},

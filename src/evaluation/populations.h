@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "data/rubric.h"
+#include "evaluation/exact_gold.h"
 #include "util/json.h"
 
 namespace ppolab {
@@ -40,6 +41,7 @@ struct EvalRow {
     std::vector<float> reference_logp;      // (tokens) teacher-forced, the SFT policy
     std::vector<float> sampling_logp;       // (tokens) from the generation forward itself
     std::optional<double> kl_exact_to_sft;  // exact sequence KL of the policy to SFT (model/sequence_kl.h)
+    std::optional<GrammarMass> grammar;     // the grammar's sentences under the policy (exact_gold.h)
     std::optional<RubricVerdict> verdict;   // set by scoring only
     int expected_action = -1;               // set by scoring only (a label from gold/)
 

@@ -577,6 +577,80 @@ PPOLAB_SIMD_AVX512 void attention_decode_avx512(float* out, const float* q, cons
             attn_decode_group<vf16, 4>(out, q, kcache, vcache, cache_mask, b, kvh, S, S_max, nH, nKV, hd);
 }
 
+// One query of a tree (attention_tree): attn_decode_group's operations in
+// its order over the keys path[0..S) (the query's ancestors, then itself),
+// read where they lie instead of from a cache.
+PPOLAB_SIMD_INLINE void attn_tree_group(float* out, const float* q, const float* k, const float* v, const int32_t* path,
+                                        int64_t S, int64_t t, int64_t kvh, int64_t nH, int64_t nKV, int64_t hd) {
+    const int64_t G = nH / nKV, kvstride = nKV * hd;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+    float* qt = attn_scratch(static_cast<size_t>(8 * hd + 8 * S + 8 * S));  // (hd, 8) Qᵀ
+    float* sc = qt + 8 * hd;                                                // (S, 8) scores → weights
+    float* P = sc + 8 * S;                                                  // (8, S) weights per head
+    for (int64_t d = 0; d < hd; ++d)
+        for (int64_t g = 0; g < 8; ++g) qt[d * 8 + g] = g < G ? q[(t * nH + kvh * G + g) * hd + d] : 0.f;
+    int64_t j = 0;
+    for (; j + 8 <= S; j += 8) {  // 8 keys at once: independent chains
+        const float* kj[8];
+        for (int jj = 0; jj < 8; ++jj) kj[jj] = k + static_cast<int64_t>(path[j + jj]) * kvstride + kvh * hd;
+        vf8 acc[8] = {};
+        for (int64_t d = 0; d < hd; ++d) {
+            const vf8 qv = vload<vf8>(qt + d * 8);
+            for (int jj = 0; jj < 8; ++jj) acc[jj] += qv * vbcast<vf8>(kj[jj] + d);
+        }
+        for (int jj = 0; jj < 8; ++jj) vstore(sc + (j + jj) * 8, acc[jj] * scale + 0.f);
+    }
+    for (; j < S; ++j) {
+        const float* kj = k + static_cast<int64_t>(path[j]) * kvstride + kvh * hd;
+        vf8 acc = {};
+        for (int64_t d = 0; d < hd; ++d) acc += vload<vf8>(qt + d * 8) * vbcast<vf8>(kj + d);
+        vstore(sc + j * 8, acc * scale + 0.f);
+    }
+    vf8 mx = vload<vf8>(sc + (S - 1) * 8);
+    for (j = 0; j < S; ++j) {
+        const vf8 x = vload<vf8>(sc + j * 8);
+        mx = x > mx ? x : mx;
+    }
+    vf8 sum = {};  // per head (lane), Σ_j e_j, j ascending
+    for (j = 0; j < S; ++j) {
+        const vf8 e = vexp<vf8>(vload<vf8>(sc + j * 8) - mx);
+        vstore(sc + j * 8, e);
+        sum += e;
+    }
+    const vf8 inv = 1.f / sum;
+    for (int64_t g = 0; g < G; ++g) {
+        for (j = 0; j < S; ++j) P[g * S + j] = sc[j * 8 + g] * inv[g];
+        float* o = out + (t * nH + kvh * G + g) * hd;
+        for (int64_t c0 = 0; c0 < hd; c0 += 64) {  // Σ_j P_j·v_j, j ascending from +0, 8 vectors at once
+            const int nv = static_cast<int>(std::min<int64_t>(8, (hd - c0) / 8));
+            vf8 acc[8] = {};
+            for (j = 0; j < S; ++j) {
+                const vf8 w = vset<vf8>(P[g * S + j]);
+                const float* vj = v + static_cast<int64_t>(path[j]) * kvstride + kvh * hd + c0;
+                for (int n = 0; n < nv; ++n) acc[n] += w * vload<vf8>(vj + n * 8);
+            }
+            for (int n = 0; n < nv; ++n) vstore(o + c0 + n * 8, acc[n]);
+        }
+    }
+}
+
+PPOLAB_SIMD_AVX2 void attention_tree_avx2(float* out, const float* q, const float* k, const float* v,
+                                          const int32_t* parent, const int32_t* depth, int64_t T, int64_t nH,
+                                          int64_t nKV, int64_t hd) {
+#pragma omp parallel if (T * nH * hd > 32768)
+    {
+        std::vector<int32_t> path;
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < T; ++t) {
+            const int64_t S = depth[t] + 1;
+            path.resize(static_cast<size_t>(S));
+            int64_t j = S - 1;
+            for (int64_t a = t; a >= 0; a = parent[a]) path[static_cast<size_t>(j--)] = static_cast<int32_t>(a);
+            for (int64_t kvh = 0; kvh < nKV; ++kvh) attn_tree_group(out, q, k, v, path.data(), S, t, kvh, nH, nKV, hd);
+        }
+    }
+}
+
 // Drivers: the OpenMP region sits in a function of each instruction set so
 // that its outlined body is compiled for it too.
 PPOLAB_SIMD_AVX2 void attention_forward_avx2(float* out, float* probs, const float* q, const float* k, const float* v,
@@ -682,6 +756,44 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
                     for (int64_t d = 0; d < hd; ++d) o[d] += pj * vj[d];
                 }
             }
+    }
+}
+
+void attention_tree(float* out, const float* q, const float* k, const float* v, const int32_t* parent, int64_t T,
+                    int64_t nH, int64_t nKV, int64_t hd) {
+    attention_check({1, T, nH, nKV, hd});
+    std::vector<int32_t> depth(static_cast<size_t>(T));  // path length − 1
+    for (int64_t t = 0; t < T; ++t) {
+        if (parent[t] < -1 || parent[t] >= t)
+            fail("attention_tree: parent of token ", t, " is ", parent[t], "; expected -1 or a token before it");
+        depth[static_cast<size_t>(t)] = parent[t] < 0 ? 0 : depth[static_cast<size_t>(parent[t])] + 1;
+    }
+    // The vector path reads the keys in place (attn_tree_group: the decode's
+    // operations); the others gather each query's path right-aligned into a
+    // cache and run attention_decode on it (left padding masked: its sums run
+    // over keys, so the padding changes no bit).
+    if (nH / nKV <= 8 && hd % 8 == 0 && simd_has_avx2())
+        return attention_tree_avx2(out, q, k, v, parent, depth.data(), T, nH, nKV, hd);
+    constexpr int64_t kChunk = 64;
+    const int64_t KV = nKV * hd;
+    std::vector<float> kc, vc;
+    std::vector<uint8_t> mc;
+    for (int64_t t0 = 0; t0 < T; t0 += kChunk) {
+        const int64_t n = std::min(kChunk, T - t0);
+        int64_t S = 0;
+        for (int64_t i = 0; i < n; ++i) S = std::max<int64_t>(S, depth[static_cast<size_t>(t0 + i)] + 1);
+        kc.resize(static_cast<size_t>(n * S * KV));
+        vc.resize(kc.size());
+        mc.assign(static_cast<size_t>(n * S), 0);
+        for (int64_t i = 0; i < n; ++i) {
+            int64_t j = S - 1;
+            for (int64_t a = t0 + i; a >= 0; a = parent[a], --j) {
+                std::memcpy(kc.data() + (i * S + j) * KV, k + a * KV, static_cast<size_t>(KV) * sizeof(float));
+                std::memcpy(vc.data() + (i * S + j) * KV, v + a * KV, static_cast<size_t>(KV) * sizeof(float));
+                mc[static_cast<size_t>(i * S + j)] = 1;
+            }
+        }
+        attention_decode(out + t0 * nH * hd, q + t0 * nH * hd, kc.data(), vc.data(), mc.data(), n, S, S, nH, nKV, hd);
     }
 }
 

@@ -40,4 +40,14 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* probs, cons
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const uint8_t* cache_mask,
                       int64_t B, int64_t S, int64_t S_max, int64_t nH, int64_t nKV, int64_t hd);
 
+// Tree attention over one packed row of T tokens (a prefix tree teacher-
+// forced in one pass, model/prefix_tree.h): parent (T) gives each token's
+// predecessor in its sequence (−1 for the first token, else < t), and token t
+// attends to itself and its ancestors only. q (T, nH, hd); k, v (T, nKV, hd);
+// out (T, nH, hd). Each query is computed by attention_decode over its path
+// (ancestors ascending, then itself), so a token's output is bit for bit
+// what it is in its own sequence alone, by prefill or decode. Forward only.
+void attention_tree(float* out, const float* q, const float* k, const float* v, const int32_t* parent, int64_t T,
+                    int64_t nH, int64_t nKV, int64_t hd);
+
 }  // namespace ppolab

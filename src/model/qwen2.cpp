@@ -244,6 +244,33 @@ const float* Qwen2::forward(const int32_t* tokens, const uint8_t* mask, int64_t 
     return acts_.hidden.data();
 }
 
+const float* Qwen2::forward_tree(const int32_t* tokens, const int32_t* parent, int64_t T) {
+    const auto& c = w_.config;
+    if (T <= 0) fail("Qwen2 forward_tree: empty tree");
+    const int64_t H = c.hidden_size, V = c.vocab_size;
+    tree_parent_.assign(parent, parent + T);
+    // The tree's tokens are the rows of a (T, 1) batch: every row-wise step
+    // (norms, projections, RoPE) reads them so, and attention_tree joins
+    // each to its ancestors (no (T × T) weights exist).
+    activations_ensure(acts_, c, r_, T, 1, /*save=*/false, /*with_backward=*/false);
+    for (int64_t t = 0; t < T; ++t) {
+        if (tokens[t] < 0 || tokens[t] >= V)
+            fail("Qwen2 forward_tree: token id ", tokens[t], " at ", t, " is outside the vocabulary [0, ", V, ")");
+        if (parent[t] < -1 || parent[t] >= t)
+            fail("Qwen2 forward_tree: parent of token ", t, " is ", parent[t], "; expected -1 or a token before it");
+        acts_.tokens[static_cast<size_t>(t)] = tokens[t];
+        acts_.mask[static_cast<size_t>(t)] = 1;
+        acts_.positions[static_cast<size_t>(t)] =
+            parent[t] < 0 ? 0 : acts_.positions[static_cast<size_t>(parent[t])] + 1;
+    }
+    Qwen2LayerActs& a = acts_.layers[0];
+    embed_rows(a.x.data(), w_.embed_tokens, tokens, T);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+        layer_forward(l, acts_, a, AttnMode::tree, nullptr, l + 1 < c.num_hidden_layers ? a.x.data() : acts_.xf.data());
+    rmsnorm_forward(acts_.hidden.data(), acts_.rstdf.data(), acts_.xf.data(), w_.norm.data(), T, H, c.rms_norm_eps);
+    return acts_.hidden.data();
+}
+
 void Qwen2::layer_forward(int64_t l, Qwen2Activations& A, Qwen2LayerActs& a, AttnMode mode, KvCache* cache,
                           float* x_out) {
     const auto& c = w_.config;
@@ -270,6 +297,8 @@ void Qwen2::layer_forward(int64_t l, Qwen2Activations& A, Qwen2LayerActs& a, Att
                 std::memcpy(cache->k_layer(l) + off, a.k.data() + b * T * KV, n * sizeof(float));
                 std::memcpy(cache->v_layer(l) + off, a.v.data() + b * T * KV, n * sizeof(float));
             }
+    } else if (mode == AttnMode::tree) {  // B = the tree's tokens, T = 1
+        attention_tree(a.att.data(), a.q.data(), a.k.data(), a.v.data(), tree_parent_.data(), B, nH, nKV, hd);
     } else {  // T = 1: append at column S, attend to the S + 1 filled columns
         const int64_t S = cache->S;
         for (int64_t b = 0; b < B; ++b) {

@@ -133,6 +133,13 @@ public:
     // empty) the keys/values are written for decoding to continue.
     const float* forward(const int32_t* tokens, const uint8_t* mask, int64_t B, int64_t T,
                          bool save_for_backward = true, KvCache* cache = nullptr);
+    // Forward over one packed prefix tree (model/prefix_tree.h): tokens (T)
+    // and parent (T) as kernels/attention.h attention_tree describes; a
+    // token's position is its depth. Returns the final normed hidden states
+    // (T, H), each bit for bit that of its token in its own sequence run
+    // alone (forward, or KV-cached decode). Nothing is saved for a backward;
+    // afterwards batch() is T and length() 1.
+    const float* forward_tree(const int32_t* tokens, const int32_t* parent, int64_t T);
     // Backward from d(final hidden) (B, T, H) of the last saved forward.
     void backward(const float* dhidden);
 
@@ -154,7 +161,7 @@ public:
     void decode_step(KvCache& cache, const int32_t* tokens, float* logits, float* hidden = nullptr);
 
 private:
-    enum class AttnMode { full, decode };
+    enum class AttnMode { full, decode, tree };
     void ensure(int64_t B, int64_t T, bool save);
     void layer_forward(int64_t l, Qwen2Activations& A, Qwen2LayerActs& a, AttnMode mode, KvCache* cache, float* x_out);
     void layer_backward(int64_t l, Qwen2LayerActs& a);
@@ -162,9 +169,10 @@ private:
     const Qwen2Weights& w_;
     LoraAdapters* lora_ = nullptr;
     Qwen2Weights* grads_ = nullptr;
-    int64_t r_ = 0;          // LoRA rank (0: none), the width of `mid`
-    Qwen2Activations acts_;  // forward/backward over (B, T)
-    Qwen2Activations dec_;   // one decoding step over (B, 1)
+    int64_t r_ = 0;                     // LoRA rank (0: none), the width of `mid`
+    Qwen2Activations acts_;             // forward/backward over (B, T)
+    Qwen2Activations dec_;              // one decoding step over (B, 1)
+    std::vector<int32_t> tree_parent_;  // forward_tree's parents (T)
 };
 
 }  // namespace ppolab

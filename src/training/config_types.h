@@ -263,7 +263,9 @@ struct RlConfig {
     X(int64_t, snapshot_samples, "samples per prompt", field::count(1, 4096),                            \
       "overoptimisation: temperature-1 samples per test prompt and PPO snapshot")                        \
     X(int64_t, best_of_n, "samples per prompt", field::count(1, 4096),                                   \
-      "overoptimisation: SFT samples per test prompt for best-of-n")
+      "overoptimisation: SFT samples per test prompt for best-of-n")                                     \
+    X(OptionalInt, exact_prompts, "prompts", field::count(1),                                            \
+      "distinct prompts of each population measured exactly over the rubric's grammar; null: all")
 struct EvaluationConfig {
     PPOLAB_EVALUATION_FIELDS(PPOLAB_CONFIG_MEMBER)
 };

@@ -17,7 +17,7 @@ SETS=(--set pretrain.tokens=12000 --set pretrain.check_prompts=0
       --set ppo.snapshot_every=1 --set evaluation.snapshot_samples=1 --set evaluation.best_of_n=2
       --set dpo.epochs=1 --set dpo.pairs_per_update=420
       --set rl.iterations=2 --set rl.interrupt_iteration=1
-      --set limits.max_response=32 --set limits.max_context=288)
+      --set limits.max_response=32 --set evaluation.exact_prompts=6 --set limits.max_context=288)
 if "$BIN" run --out "$WORK/bad" --compare ppo,sft "${SETS[@]}" > "$WORK/log" 2>&1; then
   echo "--compare ppo,sft was accepted"; exit 1
 fi

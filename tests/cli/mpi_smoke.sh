@@ -36,7 +36,7 @@ mpi() {
 # capped continuous state. SETS (no cap) for the kill and resume tests.
 SETS=(--set pretrain.tokens=12000 --set pretrain.check_prompts=0 --set replicates.count=1
       --set sft.epochs=2 --set sft.accumulation=32 --set parallel.chunks=2 --set checkpoint.every_updates=2
-      --set limits.max_response=32 --set limits.max_context=288)
+      --set limits.max_response=32 --set evaluation.exact_prompts=6 --set limits.max_context=288)
 STUDY=("${SETS[@]}" --set max_updates=4 --set reward.epochs=1 --set reward.pairs_per_update=16
        --set dpo.epochs=1 --set dpo.pairs_per_update=16
        --set ppo.iterations=3 --set ppo.interrupt_iteration=1 --set checkpoint.every_iterations=1

@@ -23,7 +23,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export PPOLAB_QUIET=1
 SETS=(--preset tiny --set pretrain.tokens=12000 --set pretrain.check_prompts=0 --set replicates.count=1
-      --set sft.epochs=2 --set sft.accumulation=32 --set limits.max_response=32 --set limits.max_context=288
+      --set sft.epochs=2 --set sft.accumulation=32 --set limits.max_response=32 --set evaluation.exact_prompts=6 --set limits.max_context=288
       --set max_updates=4 --set reward.epochs=1 --set reward.pairs_per_update=16
       --set ppo.iterations=2 --set ppo.interrupt_iteration=1 --set checkpoint.every_iterations=1
       --set ppo.snapshot_every=1)

@@ -17,7 +17,7 @@ SETS=(--set pretrain.tokens=12000 --set pretrain.check_prompts=0
       --set reward.epochs=2 --set reward.pairs_per_update=64
       --set ppo.iterations=2 --set ppo.interrupt_iteration=1
       --set ppo.snapshot_every=1 --set evaluation.snapshot_samples=1 --set evaluation.best_of_n=4
-      --set limits.max_response=32 --set limits.max_context=288)
+      --set limits.max_response=32 --set evaluation.exact_prompts=6 --set limits.max_context=288)
 # Progress lines on (PPOLAB_QUIET=0): they must name their step of the study.
 PPOLAB_QUIET=0 "$BIN" run --out "$RUN" --replicates 2 "${SETS[@]}" > "$WORK/log" 2>&1 || { tail -50 "$WORK/log"; exit 1; }
 python3 - "$RUN" <<'PY'

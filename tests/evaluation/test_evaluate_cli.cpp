@@ -44,13 +44,16 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
     steps({"prepare",
            "pretrain --set max_updates=2 --set pretrain.conversations=400 --set pretrain.prose=50"
            " --set pretrain.check_prompts=6 --set pretrain.check_max_new_tokens=8"});
-    const std::string evaluate = bin + "evaluate" + at + " --set limits.max_response=8";
+    const std::string evaluate =
+        bin + "evaluate" + at + " --set limits.max_response=8 --set evaluation.exact_prompts=6";
 
     // 0. development check on the validation prompts before SFT: the base alone, no judge yet
     Output val = run_shell(evaluate + " --population validation");
     ASSERT_EQ(val.rc, 0) << val.out;
     const json vm = read_json_file(run / "eval" / "validation-metrics.json");
     EXPECT_EQ(vm.at("base").at("validation").at("rows"), 180);
+    EXPECT_EQ(vm.at("base").at("validation").at("exact").at("rows"), 6);
+    EXPECT_TRUE(vm.at("base").at("validation").at("exact").at("proxy_in_grammar").is_null());  // no judge yet
     EXPECT_TRUE(vm.at("base").at("validation").at("mean_learned_reward").is_null());
     EXPECT_FALSE(vm.contains("sft"));
     EXPECT_FALSE(fs::exists(run / "eval" / "sft-generations.json"));
@@ -87,6 +90,19 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
         EXPECT_EQ(m.at("all_unique_contexts").at("rows"), 200);
         EXPECT_LE(m.at("all_rows").at("mean_response_tokens_eos_included").get<double>(), 8.0);
         EXPECT_EQ(m.at("all_unique_contexts").at("distinct_prompts"), 200);
+        // The exact measure (evaluation.exact_prompts=6): the first 6 distinct prompts of each population.
+        EXPECT_EQ(m.at("test").at("exact").at("rows"), 6);
+        EXPECT_EQ(m.at("probe_rows").at("exact").at("rows"), 24);  // 6 contexts × 4 rows
+        EXPECT_EQ(m.at("probe_unique_contexts").at("exact").at("rows"), 6);
+        for (const char* pop : {"test", "probe_rows"}) {
+            const json& e = m.at(pop).at("exact");
+            const double success = e.at("success"), relevant = e.at("relevant"), in = e.at("in_grammar");
+            EXPECT_GE(success, 0.0);
+            EXPECT_LE(success, relevant);
+            EXPECT_LE(relevant, in);
+            EXPECT_LE(in, 1.0);
+            EXPECT_TRUE(e.at("proxy_in_grammar").is_number());
+        }
 
         const json gen = read_json_file(run / "eval" / (std::string(policy) + "-generations.json"));
         EXPECT_EQ(gen.at("labels_read"), false);
@@ -103,6 +119,10 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
             EXPECT_FALSE(r.contains("expected_action")) << r.at("id");
             EXPECT_FALSE(r.contains("rubric")) << r.at("id");
             EXPECT_LE(r.at("response_ids").size(), 8u);
+            if (r.contains("grammar")) {
+                EXPECT_EQ(r.at("grammar").at("form_p").size(), 192u);
+                EXPECT_TRUE(r.at("grammar").at("proxy_in_grammar").is_number());
+            }
             EXPECT_EQ(r.at("actor_logp").size(), r.at("response_ids").size());
             EXPECT_GE(r.at("kl_exact_to_sft").get<double>(), 0.0) << r.at("id");
             if (policy == std::string("sft")) {
@@ -133,7 +153,8 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
     // No durations and no absolute path in the hashed files: evaluating the
     // copy in another folder writes them byte for byte the same (and
     // results.json records their sha256); the durations are in timings.json.
-    Output ev_copy = run_shell(bin + "evaluate --run '" + copy.string() + "' --set limits.max_response=8");
+    Output ev_copy = run_shell(bin + "evaluate --run '" + copy.string() +
+                               "' --set limits.max_response=8 --set evaluation.exact_prompts=6");
     ASSERT_EQ(ev_copy.rc, 0) << ev_copy.out;
     for (const char* name : {"sft-generations.json", "ppo-generations.json", "sft-scored.json", "ppo-scored.json",
                              "metrics.json", "validation-base-generations.json", "validation-metrics.json"}) {

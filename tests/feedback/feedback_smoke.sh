@@ -20,7 +20,7 @@ M=(--set pretrain.tokens=12000 --set pretrain.check_prompts=0
    --set sft.epochs=2 --set sft.accumulation=32 --set reward.epochs=2 --set reward.pairs_per_update=16
    --set ppo.iterations=2 --set ppo.interrupt_iteration=1
    --set ppo.snapshot_every=1 --set evaluation.snapshot_samples=1 --set evaluation.best_of_n=4
-   --set limits.max_response=32 --set limits.max_context=288 --set feedback.pairs=64)
+   --set limits.max_response=32 --set evaluation.exact_prompts=6 --set limits.max_context=288 --set feedback.pairs=64)
 step() { "$@" > "$WORK/log" 2>&1 || { echo "FAILED: $*"; cat "$WORK/log"; exit 1; }; }
 # refused NEEDLE CMD...: CMD fails and says NEEDLE.
 refused() {

@@ -21,7 +21,7 @@ SETS=(--preset tiny --replicates 2 --set pretrain.tokens=12000 --set pretrain.ch
       --set reward.epochs=1 --set reward.pairs_per_update=16
       --set ppo.iterations=2 --set ppo.interrupt_iteration=1 --set ppo.snapshot_every=1
       --set evaluation.snapshot_samples=1 --set evaluation.best_of_n=2
-      --set limits.max_response=32 --set limits.max_context=288)
+      --set limits.max_response=32 --set evaluation.exact_prompts=6 --set limits.max_context=288)
 # The hashes leave out code hashes; a copy of the binary with one byte more
 # (another sha256, the same program) proves it wherever the test runs.
 cp "$BIN" "$WORK/ppolab" && printf '\n' >> "$WORK/ppolab"
