@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "evaluation/evaluate.h"
+#include "evaluation/exact_gold.h"
 #include "evaluation/overoptimisation_math.h"
 #include "evaluation/verdict.h"
 #include "util/error.h"
@@ -15,8 +16,55 @@ namespace ppolab {
 namespace {
 
 const std::vector<std::string> kPopulations = {"test", "probe"};
-const std::vector<std::string> kMetrics = {"rubric_success", "relevant", "learned_score", "kl_exact_to_sft",
-                                           "response_tokens"};
+// The greedy answers' metrics, then the exact expectations under each
+// policy (exact_gold.h; NaN for a context the evaluation did not measure
+// exactly: evaluation.exact_prompts).
+const std::vector<std::string> kMetrics = {
+    "rubric_success", "relevant",       "learned_score",    "kl_exact_to_sft", "response_tokens",
+    "exact_success",  "exact_relevant", "exact_in_grammar", "exact_certainty", "exact_proxy_in_grammar"};
+constexpr size_t kExactFirst = 5;  // kMetrics[kExactFirst…] are exact
+
+// Drops, from every set, the contexts some set has no finite value for
+// (contexts the evaluation did not measure exactly are the same ones in
+// every chain and policy); false when none is left.
+bool keep_measured(std::vector<ClusteredValues*> sets) {
+    const size_t C = sets.front()->front().size();
+    std::vector<bool> keep(C, true);
+    for (const ClusteredValues* v : sets)
+        for (const auto& r : *v)
+            for (size_t c = 0; c < C && c < r.size(); ++c) keep[c] = keep[c] && std::isfinite(r[c]);
+    size_t kept = 0;
+    for (bool k : keep) kept += k;
+    for (ClusteredValues* v : sets)
+        for (auto& r : *v) {
+            std::vector<double> out;
+            for (size_t c = 0; c < r.size(); ++c)
+                if (keep[c]) out.push_back(r[c]);
+            r = std::move(out);
+        }
+    return kept > 0;
+}
+
+// The two parts of a paired difference's interval: only the replicates
+// resampled (each replicate's mean over its contexts), only the contexts
+// resampled (each context's mean over the replicates).
+json interval_parts(const ClusteredValues& a, const ClusteredValues& b, const BootstrapSettings& settings) {
+    ClusteredValues by_replicate, by_context(1);
+    const size_t R = a.size(), C = a.front().size();
+    for (size_t r = 0; r < R; ++r) {
+        double sum = 0;
+        for (size_t c = 0; c < C; ++c) sum += a[r][c] - b[r][c];
+        by_replicate.push_back({sum / static_cast<double>(C)});
+    }
+    for (size_t c = 0; c < C; ++c) {
+        double sum = 0;
+        for (size_t r = 0; r < R; ++r) sum += a[r][c] - b[r][c];
+        by_context[0].push_back(sum / static_cast<double>(R));
+    }
+    json out = {{"prompts_only", interval_json(bootstrap_mean(by_context, settings))}};
+    out["replicates_only"] = R > 1 ? interval_json(bootstrap_mean(by_replicate, settings)) : json(nullptr);
+    return out;
+}
 
 json read_required(const fs::path& p, const std::string& what) {
     if (!fs::exists(p)) fail(p.string(), ": missing (", what, ")");
@@ -83,7 +131,20 @@ void held_out_findings(const std::vector<RunLayout>& chains, json& out) {
     };
     for (size_t p = 0; p < kPopulations.size(); ++p) {
         for (size_t m = 0; m < kMetrics.size(); ++m) {
-            const ClusteredValues sft = clustered(by_policy["sft"], p, m), ppo = clustered(by_policy["ppo"], p, m);
+            ClusteredValues sft = clustered(by_policy["sft"], p, m), ppo = clustered(by_policy["ppo"], p, m);
+            std::vector<ClusteredValues> baselines;
+            for (size_t k = 2; k < policies.size(); ++k) baselines.push_back(clustered(by_policy[policies[k]], p, m));
+            if (m >= kExactFirst) {  // the contexts measured exactly (all, or evaluation.exact_prompts of them)
+                std::vector<ClusteredValues*> sets = {&sft, &ppo};
+                for (ClusteredValues& v : baselines) sets.push_back(&v);
+                if (!keep_measured(sets)) {
+                    for (const std::string& policy : policies)
+                        out["policies"][policy][kPopulations[p]][kMetrics[m]] = nullptr;
+                    out["ppo_minus_sft"][kPopulations[p]][kMetrics[m]] = nullptr;
+                    out["missing"][kMetrics[m]] = "no context measured exactly in every chain";
+                    continue;
+                }
+            }
             if (!finite(sft) || !finite(ppo)) {  // kl_exact_to_sft of an evaluation from before it existed
                 for (const char* policy : {"sft", "ppo"})
                     out["policies"][policy][kPopulations[p]][kMetrics[m]] = nullptr;
@@ -95,8 +156,10 @@ void held_out_findings(const std::vector<RunLayout>& chains, json& out) {
             out["policies"]["ppo"][kPopulations[p]][kMetrics[m]] = interval_json(bootstrap_mean(ppo, settings));
             out["ppo_minus_sft"][kPopulations[p]][kMetrics[m]] =
                 interval_json(bootstrap_paired_difference(ppo, sft, settings));
+            if (m >= kExactFirst)
+                out["ppo_minus_sft_parts"][kPopulations[p]][kMetrics[m]] = interval_parts(ppo, sft, settings);
             for (size_t k = 2; k < policies.size(); ++k) {  // the baselines, each paired with SFT and with PPO
-                const ClusteredValues v = clustered(by_policy[policies[k]], p, m);
+                const ClusteredValues& v = baselines[k - 2];
                 if (!finite(v)) fail("findings: ", policies[k], " has a non-finite ", kMetrics[m]);
                 json& c = out["comparison"]["methods"][policies[k]];
                 out["policies"][policies[k]][kPopulations[p]][kMetrics[m]] = interval_json(bootstrap_mean(v, settings));
@@ -108,10 +171,23 @@ void held_out_findings(const std::vector<RunLayout>& chains, json& out) {
         }
     }
     if (policies.size() > 2) out["comparison"]["policies"] = policies;
-    const ClusteredValues gold_sft = clustered(by_policy["sft"], 0, 0), gold_ppo = clustered(by_policy["ppo"], 0, 0);
+    // The verdict's gold: the exact expected success where every test
+    // context was measured exactly, else the greedy answers' success.
+    ClusteredValues gold_sft = clustered(by_policy["sft"], 0, kExactFirst),
+                    gold_ppo = clustered(by_policy["ppo"], 0, kExactFirst);
+    const bool exact = finite(gold_sft) && finite(gold_ppo);
+    if (!exact) {
+        gold_sft = clustered(by_policy["sft"], 0, 0);
+        gold_ppo = clustered(by_policy["ppo"], 0, 0);
+    }
     const ClusteredValues proxy_sft = clustered(by_policy["sft"], 0, 2), proxy_ppo = clustered(by_policy["ppo"], 0, 2);
     out["verdict"] = verdict_json(study_verdict(bootstrap_paired_difference(gold_ppo, gold_sft, settings),
-                                                bootstrap_paired_difference(proxy_ppo, proxy_sft, settings), "test"));
+                                                bootstrap_paired_difference(proxy_ppo, proxy_sft, settings), "test",
+                                                exact ? "expected rubric success" : "rubric success"));
+    out["verdict"]["measures"] = {
+        {"gold", exact ? "exact_success: expected rubric success under each policy's distribution (every test prompt)"
+                       : "rubric_success: the greedy answers (the test prompts were not all measured exactly)"},
+        {"proxy", "learned_score: the frozen judge's score of the greedy answers"}};
     out["units"] = {{"replicates", chains.size()},
                     {"contexts", {{"test", first.prompts[0].size()}, {"probe", first.prompts[1].size()}}}};
 }
@@ -469,8 +545,27 @@ ChainValues chain_values(const json& scored, const std::string& where) {
         const size_t ctx = it->second;
         const json& rubric = row.at("rubric");
         const double kl = row.contains("kl_exact_to_sft") ? number_at(row, "kl_exact_to_sft", at) : std::nan("");
-        const double v[] = {flag_at(rubric, "rubric_success", at), flag_at(rubric, "relevant", at),
-                            number_at(row, "learned_score", at), kl, number_at(row, "response_tokens", at)};
+        double e[5] = {std::nan(""), std::nan(""), std::nan(""), std::nan(""), std::nan("")};
+        if (row.contains("grammar")) {
+            const GrammarMass g = grammar_mass_from_json(row["grammar"], at);
+            const ExactRubric x =
+                exact_rubric(g.form_p, rubric_enumerate(), static_cast<int>(json_int(row, "expected_action", at)));
+            e[0] = x.success;
+            e[1] = x.relevant;
+            e[2] = x.in_grammar;
+            e[3] = x.certainty;
+            if (g.proxy) e[4] = *g.proxy;
+        }
+        const double v[] = {flag_at(rubric, "rubric_success", at),
+                            flag_at(rubric, "relevant", at),
+                            number_at(row, "learned_score", at),
+                            kl,
+                            number_at(row, "response_tokens", at),
+                            e[0],
+                            e[1],
+                            e[2],
+                            e[3],
+                            e[4]};
         for (size_t m = 0; m < kMetrics.size(); ++m) c.values[p][m][ctx] += v[m];
         rows[p][ctx] += 1;
     }

@@ -48,8 +48,9 @@ std::string proxy_numbers(const Interval& p, bool flat) {
     return m + " " + bracket(fixed(p.low, d), fixed(p.high, d));
 }
 
-std::string gold_clause(const Interval& g, const std::string& dir, const std::string& population) {
-    const std::string what = "rubric success on " + population;
+std::string gold_clause(const Interval& g, const std::string& dir, const std::string& population,
+                        const std::string& measure) {
+    const std::string what = measure + " on " + population;
     if (dir == "down") return "lowered " + what + " by " + gold_numbers(g, false);
     if (dir == "up") return "raised " + what + " by " + gold_numbers(g, false);
     return "changed " + what + " by " + gold_numbers(g, true) + ", not distinguishable from noise,";
@@ -118,15 +119,16 @@ std::string interval_direction(const Interval& i, const std::string& what) {
     return "flat";
 }
 
-Verdict study_verdict(const Interval& gold_diff, const Interval& proxy_diff, const std::string& population) {
+Verdict study_verdict(const Interval& gold_diff, const Interval& proxy_diff, const std::string& population,
+                      const std::string& gold_measure) {
     Verdict v;
     v.gold = interval_direction(gold_diff, "rubric-success difference");
     v.proxy = interval_direction(proxy_diff, "judge-score difference");
     const Outcome& o = outcomes().at({v.gold, v.proxy});
     v.code = o.code;
     const char* connector = v.gold == v.proxy ? " and " : " while ";
-    v.text = "PPO " + gold_clause(gold_diff, v.gold, population) + connector + proxy_clause(proxy_diff, v.proxy) + " " +
-             units(gold_diff, proxy_diff) + ": " + o.conclusion;
+    v.text = "PPO " + gold_clause(gold_diff, v.gold, population, gold_measure) + connector +
+             proxy_clause(proxy_diff, v.proxy) + " " + units(gold_diff, proxy_diff) + ": " + o.conclusion;
     return v;
 }
 

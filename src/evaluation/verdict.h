@@ -41,6 +41,9 @@ json verdict_json(const Verdict&);
 std::string interval_direction(const Interval& i, const std::string& what);
 
 // gold_diff: PPO − SFT rubric success (fraction); proxy_diff: PPO − SFT judge score; population: "test", "probe"…
-Verdict study_verdict(const Interval& gold_diff, const Interval& proxy_diff, const std::string& population);
+// gold_measure names the gold in the sentence: "rubric success" (greedy answers) or "expected rubric success"
+// (exact, under each policy's distribution: exact_gold.h).
+Verdict study_verdict(const Interval& gold_diff, const Interval& proxy_diff, const std::string& population,
+                      const std::string& gold_measure = "rubric success");
 
 }  // namespace ppolab

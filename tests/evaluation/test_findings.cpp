@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "data/rubric.h"
 #include "evaluation/findings.h"
 #include "evaluation/overoptimisation_math.h"
 #include "util/error.h"
@@ -124,6 +125,76 @@ TEST(Findings, MeansDifferencesAndVerdictOnConstructedChains) {
     // Exact KL: mean of 0.5, 1, 1.5, 2 per replicate.
     EXPECT_DOUBLE_EQ(f["policies"]["ppo"]["test"]["kl_exact_to_sft"]["mean"].get<double>(), 1.25);
     EXPECT_EQ(f["overoptimisation"]["missing"].is_string(), true);
+    fs::remove_all(root);
+}
+
+// Exact measures (exact_gold.h): each test and probe row carries the
+// grammar's probabilities; SFT puts 0.9 on the expected action's plain
+// sentence, PPO 0.5 − 0.1·k in chain k. `measured` test prompts carry them.
+json with_grammar(json scored, const std::string& policy, int k, int measured) {
+    const std::vector<ResponseForm> forms = rubric_enumerate();
+    int t = 0;
+    for (json& r : scored["rows_detail"]) {
+        const int expected = 2;
+        r["expected_action"] = expected;
+        if (r["population"] == "test" && t++ >= measured) continue;
+        std::vector<double> p(forms.size(), 0.0);
+        for (size_t f = 0; f < forms.size(); ++f)
+            if (!forms[f].refusal && forms[f].action == expected && forms[f].caution == 0 && forms[f].opening < 0 &&
+                forms[f].closing < 0)
+                p[f] = policy == "ppo" ? 0.5 - 0.1 * k : 0.9;
+        r["grammar"] = {{"form_p", p}, {"leading_space", 0.0}, {"proxy_in_grammar", policy == "ppo" ? 1.5 : 1.0}};
+    }
+    return scored;
+}
+
+std::vector<RunLayout> write_exact_chains(const fs::path& root, int K, int measured) {
+    std::vector<RunLayout> chains;
+    for (int k = 0; k < K; ++k) {
+        RunLayout chain = RunLayout::replicate(root, k, false);
+        fs::create_directories(chain.eval());
+        for (const std::string policy : {"sft", "ppo"})
+            write_json_atomic(chain.eval() / (policy + "-scored.json"),
+                              with_grammar(scored(policy, k), policy, k, measured));
+        chains.push_back(chain);
+    }
+    return chains;
+}
+
+TEST(Findings, ExactMeasuresGiveTheVerdictAndTheIntervalParts) {
+    const fs::path root = temp_dir("exact");
+    const json f = compute_findings(write_exact_chains(root, 3, 4));
+    EXPECT_DOUBLE_EQ(f["policies"]["sft"]["test"]["exact_success"]["mean"].get<double>(), 0.9);
+    EXPECT_DOUBLE_EQ(f["policies"]["ppo"]["test"]["exact_in_grammar"]["mean"].get<double>(), 0.4);  // 0.5, 0.4, 0.3
+    const json& d = f["ppo_minus_sft"]["test"]["exact_success"];
+    EXPECT_NEAR(d["mean"].get<double>(), -0.5, 1e-12);
+    EXPECT_NEAR(f["ppo_minus_sft"]["test"]["exact_proxy_in_grammar"]["mean"].get<double>(), 0.5, 1e-12);
+    // The parts: every context of a chain has the same difference, so resampling
+    // the prompts alone gives a zero-width interval; the replicates alone, the spread −0.4 … −0.6.
+    const json& parts = f["ppo_minus_sft_parts"]["test"]["exact_success"];
+    EXPECT_NEAR(parts["prompts_only"]["low"].get<double>(), -0.5, 1e-12);
+    EXPECT_NEAR(parts["prompts_only"]["high"].get<double>(), -0.5, 1e-12);
+    EXPECT_NEAR(parts["replicates_only"]["low"].get<double>(), -0.6, 1e-12);
+    EXPECT_NEAR(parts["replicates_only"]["high"].get<double>(), -0.4, 1e-12);
+    EXPECT_EQ(parts["replicates_only"]["contexts"], 1);
+    EXPECT_EQ(f["verdict"]["code"], "exploited");
+    EXPECT_NE(f["verdict"]["text"].get<std::string>().find("lowered expected rubric success on test by 50 points"),
+              std::string::npos)
+        << f["verdict"];
+    EXPECT_NE(f["verdict"]["measures"]["gold"].get<std::string>().find("exact_success"), std::string::npos);
+    fs::remove_all(root);
+}
+
+TEST(Findings, ExactMeasuresOverTheMeasuredPromptsOnly) {
+    const fs::path root = temp_dir("exact-subset");
+    const json f = compute_findings(write_exact_chains(root, 2, 2));  // 2 of the 4 test prompts
+    EXPECT_EQ(f["policies"]["sft"]["test"]["exact_success"]["contexts"], 2);
+    EXPECT_DOUBLE_EQ(f["policies"]["sft"]["test"]["exact_success"]["mean"].get<double>(), 0.9);
+    EXPECT_EQ(f["policies"]["sft"]["probe"]["exact_success"]["contexts"], 2);
+    // Not every test prompt measured exactly: the verdict reads the greedy answers.
+    EXPECT_NE(f["verdict"]["text"].get<std::string>().find("PPO lowered rubric success"), std::string::npos)
+        << f["verdict"];
+    EXPECT_NE(f["verdict"]["measures"]["gold"].get<std::string>().find("greedy"), std::string::npos);
     fs::remove_all(root);
 }
 
