@@ -9,11 +9,17 @@
 //      RUN/ppo/final/actor), checks the 4 rows of each probe context are
 //      identical, adds the frozen judge's learned score, the teacher-forced
 //      actor and reference (SFT) log-probs and the exact sequence KL to SFT
-//      (kl_exact_to_sft, model/sequence_kl.h; 0 for sft), and writes
+//      (kl_exact_to_sft, model/sequence_kl.h; 0 for sft), then measures the
+//      rubric's grammar exactly under the policy (exact_gold.h: the
+//      probability of each of its 192 sentences after every distinct prompt,
+//      the first evaluation.exact_prompts of each population, and the
+//      judge's expectation over them, the judge's scores of the grammar
+//      computed once per population: judge_grammar_path), and writes
 //      RUN/eval/<policy>-generations.json;
 //   2. scoring (StageScope::all) reads gold/ labels, runs the rubric on every
 //      row and writes RUN/eval/<policy>-scored.json and RUN/eval/metrics.json
-//      {policy: {population: metrics}} (see populations.h).
+//      {policy: {population: metrics}} (see populations.h; the exact
+//      expectations, which need each prompt's expected action, under "exact").
 //
 // Those files hold no durations and no absolute path inside the run (the
 // readable roots are relative to RUN), so the same evaluation in two run

@@ -96,8 +96,22 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
                    signed3(scale * i["high"].get<double>()) + "]";
         };
         const json& d = at(r, {"ppo_minus_sft", "test"});
-        line("  PPO - SFT, test: rubric success " + interval(at(d, {"rubric_success"}), 100) + " points, judge score " +
-             interval(at(d, {"learned_score"}), 1));
+        const json& exact = at(d, {"exact_success"});
+        if (exact.is_object()) {
+            const json& parts = at(r, {"ppo_minus_sft_parts", "test", "exact_success"});
+            auto width = [&](const json& i) {
+                if (!i.is_object() || !i["low"].is_number()) return std::string(kNone);
+                return format("%.1f", 100 * (i["high"].get<double>() - i["low"].get<double>()));
+            };
+            line("  PPO - SFT, test: expected rubric success (exact) " + interval(exact, 100) +
+                 " points (interval width from the prompts alone " + width(at(parts, {"prompts_only"})) +
+                 ", the replicates alone " + width(at(parts, {"replicates_only"})) + ")");
+            line("  PPO - SFT, test, greedy answers: rubric success " + interval(at(d, {"rubric_success"}), 100) +
+                 " points, judge score " + interval(at(d, {"learned_score"}), 1));
+        } else {
+            line("  PPO - SFT, test: rubric success " + interval(at(d, {"rubric_success"}), 100) +
+                 " points, judge score " + interval(at(d, {"learned_score"}), 1));
+        }
         line("  PPO exact KL to SFT, test: " + interval(at(r, {"policies", "ppo", "test", "kl_exact_to_sft"}), 1) +
              " nats per response");
         const json& answer = at(r, {"overoptimisation", "answer", "text"});
@@ -144,23 +158,28 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
     line(replicates > 1
              ? format("held-out greedy generations (replicate 0 of %lld)", static_cast<long long>(replicates))
              : std::string("held-out greedy generations"));
-    line(format("%-6s %-16s %5s %15s %10s %14s %12s", "policy", "population", "rows", "rubric success", "relevant*",
-                "learned score", "log-ratio**"));
+    line(format("%-6s %-15s %4s %9s %9s %8s %11s %9s %8s", "policy", "population", "rows", "success", "relevant*",
+                "judge", "log-ratio**", "exact***", "grammar"));
     const std::vector<std::pair<const char*, const char*>> populations = {
         {"test", "test"}, {"probe_unique_contexts", "probe contexts"}, {"all_unique_contexts", "all contexts"}};
     for (const char* policy : {"sft", "ppo"}) {
         for (const auto& [key, label] : populations) {
             const json& m = at(r, {"actor", policy, key});
             const std::string rows = m.contains("rows") ? std::to_string(m["rows"].get<int64_t>()) : kNone;
-            line(format("%-6s %-16s ", policy == std::string("sft") ? "SFT" : "PPO", label) + right(rows, 5) + " " +
-                 right(percent(at(m, {"rubric_success_rate_all_outputs"})), 15) + " " +
-                 right(percent(at(m, {"relevant_rate_recognized_denominator"})), 10) + " " +
-                 right(signed3(at(m, {"mean_learned_reward"})), 14) + " " +
-                 right(signed3(at(m, {"mean_sampled_actor_reference_logratio"})), 12));
+            line(format("%-6s %-15s ", policy == std::string("sft") ? "SFT" : "PPO", label) + right(rows, 4) + " " +
+                 right(percent(at(m, {"rubric_success_rate_all_outputs"})), 9) + " " +
+                 right(percent(at(m, {"relevant_rate_recognized_denominator"})), 9) + " " +
+                 right(signed3(at(m, {"mean_learned_reward"})), 8) + " " +
+                 right(signed3(at(m, {"mean_sampled_actor_reference_logratio"})), 11) + " " +
+                 right(percent(at(m, {"exact", "success"})), 9) + " " +
+                 right(percent(at(m, {"exact", "in_grammar"})), 8));
         }
     }
-    line("*  relevant: of the outputs the rubric recognised, the share whose action fits the context");
-    line("** mean over response tokens of log pi_actor - log pi_SFT (the reference); 0 for SFT itself");
+    line("success, relevant, judge (its learned score): of the greedy answers");
+    line("*   relevant: of the outputs the rubric recognised, the share whose action fits the context");
+    line("**  mean over response tokens of log pi_actor - log pi_SFT (the reference); 0 for SFT itself");
+    line("*** expected rubric success under the policy's own distribution, exact over the rubric's 192");
+    line("    sentences; grammar: the probability of answering with any of them");
     line("");
 
     const json& rt = at(r, {"reward_test"});
