@@ -25,6 +25,7 @@
 #include "kernels/simd.h"
 #include "kernels/swiglu.h"
 #include "util/canon_math.h"
+#include "util/error.h"
 #include "util/rng.h"
 
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -435,6 +436,59 @@ TEST(KernelsBitwise, AttentionDecodeEqualsForward) {
             }
         level = saved;
     }
+}
+
+// A prefix tree in one packed row (attention_tree): each token's output is
+// the bytes of the last row of attention_forward over its path alone (the
+// ancestors, then itself), on every path and thread count. G = nH/nKV of 2
+// and 7 (vector tree kernel) and 9 (gathered into attention_decode).
+TEST(KernelsBitwise, AttentionTreeEqualsEachPathAlone) {
+    struct TreeCase {
+        int64_t T, nH, nKV, hd;
+    };
+    for (const TreeCase& c : {TreeCase{37, 4, 2, 64}, TreeCase{29, 14, 2, 24}, TreeCase{23, 18, 2, 16}}) {
+        std::vector<int32_t> parent(c.T);
+        Philox rng(static_cast<uint64_t>(c.T), 3);
+        for (int64_t t = 0; t < c.T; ++t)  // a chain of 6 (the prompt), then random branching
+            parent[t] = t == 0 ? -1 : t < 6 ? static_cast<int32_t>(t - 1) : static_cast<int32_t>(5 + rng.below(t - 5));
+        const int64_t kv = c.nKV * c.hd, qw = c.nH * c.hd;
+        const auto q = adversarial(c.T * qw, 30 + c.T, 0.5f);
+        const auto k = adversarial(c.T * kv, 31 + c.T, 0.5f);
+        const auto v = adversarial(c.T * kv, 32 + c.T, 2.f);
+        auto check = [&] {
+            std::vector<float> out(q.size(), 9.f);
+            attention_tree(out.data(), q.data(), k.data(), v.data(), parent.data(), c.T, c.nH, c.nKV, c.hd);
+            for (int64_t t = 0; t < c.T; ++t) {
+                std::vector<int64_t> path;
+                for (int64_t a = t; a >= 0; a = parent[a]) path.insert(path.begin(), a);
+                const int64_t n = static_cast<int64_t>(path.size());
+                std::vector<float> qa(n * qw), ka(n * kv), va(n * kv), oa(n * qw), pa(c.nH * n * n);
+                for (int64_t i = 0; i < n; ++i) {
+                    std::copy_n(q.data() + path[i] * qw, qw, qa.data() + i * qw);
+                    std::copy_n(k.data() + path[i] * kv, kv, ka.data() + i * kv);
+                    std::copy_n(v.data() + path[i] * kv, kv, va.data() + i * kv);
+                }
+                const std::vector<uint8_t> mask(n, 1);
+                attention_forward<float>(oa.data(), pa.data(), qa.data(), ka.data(), va.data(), mask.data(),
+                                         {1, n, c.nH, c.nKV, c.hd});
+                EXPECT_EQ(std::memcmp(out.data() + t * qw, oa.data() + (n - 1) * qw, qw * 4), 0)
+                    << "token " << t << " (depth " << n - 1 << "), G = " << c.nH / c.nKV << ", hd = " << c.hd;
+            }
+        };
+        SimdLevel& level = simd::simd_level();
+        const SimdLevel saved = level;
+        for (const auto& [path, name] : cpu_paths())
+            for (int threads : {1, 3}) {
+                SCOPED_TRACE(std::string(name) + ", threads " + std::to_string(threads));
+                level = path;
+                omp_set_num_threads(threads);
+                check();
+            }
+        level = saved;
+    }
+    std::vector<float> x(4 * 64);
+    const int32_t bad[] = {-1, 0, 2, 1};  // token 2's parent is itself
+    EXPECT_THROW(attention_tree(x.data(), x.data(), x.data(), x.data(), bad, 4, 1, 1, 64), Error);
 }
 
 }  // namespace
