@@ -428,8 +428,8 @@ json gather_results(const RunLayout& run, const json& config, const json& state,
     r["per_replicate"] = per;
     json findings = read_or_null(run.findings());
     if (!findings.is_null())
-        for (const char* k :
-             {"confidence", "policies", "ppo_minus_sft", "comparison", "verdict", "overoptimisation", "diagnostics"})
+        for (const char* k : {"confidence", "policies", "ppo_minus_sft", "ppo_minus_sft_parts", "comparison", "verdict",
+                              "overoptimisation", "diagnostics"})
             if (findings.contains(k)) r[k] = findings[k];
     json seconds = json::object();
     for (const auto& [name, s] : state["steps"].items()) seconds[name] = s["seconds"];  // null: finished before a kill

@@ -103,11 +103,20 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
                 if (!i.is_object() || !i["low"].is_number()) return std::string(kNone);
                 return format("%.1f", 100 * (i["high"].get<double>() - i["low"].get<double>()));
             };
-            line("  PPO - SFT, test: expected rubric success (exact) " + interval(exact, 100) +
-                 " points (interval width from the prompts alone " + width(at(parts, {"prompts_only"})) +
-                 ", the replicates alone " + width(at(parts, {"replicates_only"})) + ")");
-            line("  PPO - SFT, test, greedy answers: rubric success " + interval(at(d, {"rubric_success"}), 100) +
-                 " points, judge score " + interval(at(d, {"learned_score"}), 1));
+            const json& total = at(r, {"confidence", "units", "contexts", "test"});
+            const int64_t all = total.is_number() ? total.get<int64_t>() : 0;
+            const int64_t measured = at(exact, {"contexts"}).is_number() ? at(exact, {"contexts"}).get<int64_t>() : all;
+            wrap("PPO - SFT, test: expected rubric success (exact" +
+                     (measured < all ? format(", the first %lld of %lld prompts", static_cast<long long>(measured),
+                                              static_cast<long long>(all))
+                                     : std::string()) +
+                     ") " + interval(exact, 100) + " points (interval width from the prompts alone " +
+                     width(at(parts, {"prompts_only"})) + ", from the replicates alone " +
+                     width(at(parts, {"replicates_only"})) + ")",
+                 "  ");
+            wrap("PPO - SFT, test: rubric success " + interval(at(d, {"rubric_success"}), 100) +
+                     " points, judge score " + interval(at(d, {"learned_score"}), 1) + " (greedy answers)",
+                 "  ");
         } else {
             line("  PPO - SFT, test: rubric success " + interval(at(d, {"rubric_success"}), 100) +
                  " points, judge score " + interval(at(d, {"learned_score"}), 1));

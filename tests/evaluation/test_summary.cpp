@@ -157,4 +157,26 @@ TEST(StudySummary, ReplicatesPrintTheAnswerFirstAndOneCellPerChain) {
     EXPECT_TRUE(has_line(lines, "held-out greedy generations (replicate 0 of 3)", {})) << text;
     EXPECT_TRUE(has_line(lines, "  prepare ", {"1.00", "replicate 0", "2.00", "replicate 1"})) << text;
     EXPECT_LT(text.find("answer "), text.find("held-out greedy"));
+
+    // With the exact measure: its PPO − SFT and the widths of its two parts
+    // first, then the greedy answers', each wrapped under 100 columns; the
+    // table's exact and grammar columns.
+    r["ppo_minus_sft"]["test"]["exact_success"] = interval(-0.086, -0.150, -0.036);
+    r["ppo_minus_sft_parts"]["test"]["exact_success"] = {{"prompts_only", interval(-0.086, -0.100, -0.072)},
+                                                         {"replicates_only", interval(-0.086, -0.149, -0.038)}};
+    r["actor"]["sft"]["test"]["exact"] = {{"success", 0.327}, {"in_grammar", 0.831}};
+    const std::string exact = study_summary(r, "runs/x");
+    const auto exact_lines = lines_of(exact);
+    for (const std::string& l : exact_lines) EXPECT_LT(columns(l), static_cast<size_t>(kSummaryColumns)) << l;
+    EXPECT_TRUE(has_line(exact_lines, "  PPO - SFT, test: expected rubric success (exact) -8.60 [-15.0, -3.60]", {}))
+        << exact;
+    EXPECT_NE(exact.find("prompts alone 2.8, from the replicates alone 11.1"), std::string::npos) << exact;
+    EXPECT_TRUE(has_line(exact_lines, "  PPO - SFT, test: rubric success -14.0", {})) << exact;
+    EXPECT_NE(exact.find("(greedy answers)"), std::string::npos) << exact;
+    // Measured on the first 6 prompts only (evaluation.exact_prompts): the line says so.
+    r["ppo_minus_sft"]["test"]["exact_success"]["contexts"] = 6;
+    const std::string subset = study_summary(r, "runs/x");
+    EXPECT_NE(subset.find("expected rubric success (exact, the first 6 of 180 prompts)"), std::string::npos) << subset;
+    for (const std::string& l : lines_of(subset)) EXPECT_LT(columns(l), static_cast<size_t>(kSummaryColumns)) << l;
+    EXPECT_TRUE(has_line(exact_lines, "SFT    test ", {"32.7 %", "83.1 %"})) << exact;
 }

@@ -111,18 +111,20 @@ TEST(StudyConfigTypes, EveryKeyHasAMeaningAndAUnit) {
 // switches (ppo.whiten_advantages, value_clipping, cliprange_value,
 // kl_penalty: all off, the seed's PPO) and the rl section were added (new
 // keys; no other number changed), and when the parallel section was added
-// (parallel.chunks 1: the single-process update, no number changed).
+// (parallel.chunks 1: the single-process update, no number changed), and
+// when evaluation.exact_prompts was added (null: every prompt measured
+// exactly; no other number changed).
 TEST(StudyConfigTypes, PresetHashesArePinned) {
     const std::map<std::string, std::pair<std::string, std::string>> pinned = {
         {"tiny",
-         {"bf3f10ff997575dd868bdb8b1e72e98a7daf3d38d0cc8320e7a21e041445cd3f",
-          "07502217375f134adab9ccc06ec08a696ce4e12ce789b04692272d2ec7a0821c"}},
+         {"c3a4f87c2651133a09bb8636c91e9c5acfc7eee80cf09692883903e912dc7143",
+          "d35722a9424ba4aa72ee91bc2704199eba3be362f7d3de165a9538c6a8a4eed5"}},
         {"seed",
-         {"9e44a75df6a870f72af829f66d61a77279e9e2af376aa2c6223cd2a6440c516e",
-          "e6c28752f804419fd8c1c85a483938a6ce4c1722c747dcd873f6202704ea57f4"}},
+         {"898a2a4333bcadc9201cee161c3d475d80ce03e48c8db7ea4d6a879d88b1e833",
+          "e61ab2019046760f08932bb5b72e520b882613a53bfb0b9115a0131551f79ab7"}},
         {"generic",
-         {"7b3c5ce9a41963c3e26d575b4655094868890d6e7eef3c5cd18dd70580d4d47f",
-          "898a14796f511568ff3903c6d9c283128062af9a67bef696bb7d44d6781c0e60"}},
+         {"557d8d0484d9df8589d787fd9877e78e65287c2b75e74732b09f2919932b559f",
+          "c59a16c273fedb690fb8b62cd188f976e3ff1745b661171ac2a126ff71e06973"}},
     };
     for (const auto& [name, hashes] : pinned) {
         const json c = effective_config(name, {}, {});
