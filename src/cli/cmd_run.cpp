@@ -428,8 +428,8 @@ json gather_results(const RunLayout& run, const json& config, const json& state,
     r["per_replicate"] = per;
     json findings = read_or_null(run.findings());
     if (!findings.is_null())
-        for (const char* k : {"confidence", "policies", "ppo_minus_sft", "ppo_minus_sft_parts", "comparison", "verdict",
-                              "overoptimisation", "diagnostics"})
+        for (const char* k :
+             {"confidence", "policies", "ppo_minus_sft", "comparison", "verdict", "overoptimisation", "diagnostics"})
             if (findings.contains(k)) r[k] = findings[k];
     json seconds = json::object();
     for (const auto& [name, s] : state["steps"].items()) seconds[name] = s["seconds"];  // null: finished before a kill
@@ -654,7 +654,11 @@ int run_study(const Args& args) {
         reading_json("gathering " + run.results().string() + " from the stage records under " + run.root.string(),
                      [&] { return gather_results(run, config, state, steps); });
     write_json_atomic(run.results(), results);
-    std::printf("\n%s", study_summary(results, run.root).c_str());
+    // The terminal also shows the two parts of PPO − SFT's exact interval (findings.json).
+    json shown = results;
+    if (const json findings = read_or_null(run.findings()); findings.contains("ppo_minus_sft_parts"))
+        shown["ppo_minus_sft_parts"] = findings["ppo_minus_sft_parts"];
+    std::printf("\n%s", study_summary(shown, run.root).c_str());
     return 0;
 }
 

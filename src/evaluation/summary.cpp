@@ -106,13 +106,16 @@ std::string study_summary(const json& r, const std::filesystem::path& run_root) 
             const json& total = at(r, {"confidence", "units", "contexts", "test"});
             const int64_t all = total.is_number() ? total.get<int64_t>() : 0;
             const int64_t measured = at(exact, {"contexts"}).is_number() ? at(exact, {"contexts"}).get<int64_t>() : all;
+            // The widths of its two parts where the results carry them (findings.json always does).
+            const std::string widths =
+                parts.is_object() ? " (interval width from the prompts alone " + width(at(parts, {"prompts_only"})) +
+                                        ", from the replicates alone " + width(at(parts, {"replicates_only"})) + ")"
+                                  : std::string();
             wrap("PPO - SFT, test: expected rubric success (exact" +
                      (measured < all ? format(", the first %lld of %lld prompts", static_cast<long long>(measured),
                                               static_cast<long long>(all))
                                      : std::string()) +
-                     ") " + interval(exact, 100) + " points (interval width from the prompts alone " +
-                     width(at(parts, {"prompts_only"})) + ", from the replicates alone " +
-                     width(at(parts, {"replicates_only"})) + ")",
+                     ") " + interval(exact, 100) + " points" + widths,
                  "  ");
             wrap("PPO - SFT, test: rubric success " + interval(at(d, {"rubric_success"}), 100) +
                      " points, judge score " + interval(at(d, {"learned_score"}), 1) + " (greedy answers)",
