@@ -179,7 +179,7 @@ json generation_identity(const Study& s, EvalSet set, const std::string& policy,
     identity["generation"] = {
         {"greedy", true},       {"max_new_tokens", gen.max_new_tokens},  {"eos_id", gen.eos_id},
         {"pad_id", gen.pad_id}, {"rows_per_decode", kEvalRowsPerDecode}, {"prefill", "each row alone"}};
-    identity["exact"] = {{"grammar_sentences", rubric_enumerate().size()},
+    identity["exact"] = {{"grammar_sentences", grammar_forms().size()},
                          {"spellings", kGrammarSpellings},
                          {"prompts_per_population",
                           s.cfg.evaluation.exact_prompts ? json(*s.cfg.evaluation.exact_prompts) : json("all")}};

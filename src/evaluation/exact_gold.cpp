@@ -6,9 +6,14 @@
 
 namespace ppolab {
 
+const std::vector<ResponseForm>& grammar_forms() {
+    static const std::vector<ResponseForm> forms = rubric_enumerate();
+    return forms;
+}
+
 GrammarTree grammar_tree(const Tokenizer& tokenizer, int32_t eos_id) {
     GrammarTree g;
-    g.forms = rubric_enumerate();
+    g.forms = grammar_forms();
     std::vector<std::vector<int32_t>> sequences;
     for (const ResponseForm& f : g.forms) {
         const std::string text = response_form_text(f);
@@ -86,8 +91,8 @@ GrammarMass grammar_mass_from_json(const json& v, std::string_view where) {
     GrammarMass m;
     const std::string w = std::string(where) + " grammar";
     m.form_p = json_field(v, "form_p", w).get<std::vector<double>>();
-    if (m.form_p.size() != rubric_enumerate().size())
-        fail(w, ": field 'form_p' has ", m.form_p.size(), " probabilities; the grammar has ", rubric_enumerate().size(),
+    if (m.form_p.size() != grammar_forms().size())
+        fail(w, ": field 'form_p' has ", m.form_p.size(), " probabilities; the grammar has ", grammar_forms().size(),
              " sentences");
     double total = 0;
     for (double p : m.form_p) {

@@ -39,6 +39,8 @@ struct GrammarTree {
     PrefixTree tree;                  // sequence 2f: form f's tokens + EOS; 2f + 1: " " + form f
 };
 GrammarTree grammar_tree(const Tokenizer& tokenizer, int32_t eos_id);
+// rubric_enumerate(), made once (rows of every population read it).
+const std::vector<ResponseForm>& grammar_forms();
 
 // One prompt under one policy.
 struct GrammarMass {

@@ -549,7 +549,7 @@ ChainValues chain_values(const json& scored, const std::string& where) {
         if (row.contains("grammar")) {
             const GrammarMass g = grammar_mass_from_json(row["grammar"], at);
             const ExactRubric x =
-                exact_rubric(g.form_p, rubric_enumerate(), static_cast<int>(json_int(row, "expected_action", at)));
+                exact_rubric(g.form_p, grammar_forms(), static_cast<int>(json_int(row, "expected_action", at)));
             e[0] = x.success;
             e[1] = x.relevant;
             e[2] = x.in_grammar;

@@ -139,7 +139,7 @@ ordered_json population_metrics(const std::vector<const EvalRow*>& rows) {
             ++with_ratio;
         }
         if (r->grammar) {
-            const ExactRubric e = exact_rubric(r->grammar->form_p, rubric_enumerate(), r->expected_action);
+            const ExactRubric e = exact_rubric(r->grammar->form_p, grammar_forms(), r->expected_action);
             exact.success += e.success;
             exact.in_grammar += e.in_grammar;
             exact.relevant += e.relevant;

@@ -43,6 +43,21 @@ std::vector<std::pair<SimdLevel, const char*>> cpu_paths() {
     return p;
 }
 
+// Runs `check` on every path this CPU has at 1 and 3 threads (its own
+// expectations inside); the level is restored afterwards.
+void on_every_path(const std::function<void()>& check) {
+    SimdLevel& level = simd::simd_level();
+    const SimdLevel saved = level;
+    for (const auto& [path, name] : cpu_paths())
+        for (int threads : {1, 3}) {
+            SCOPED_TRACE(std::string(name) + ", threads " + std::to_string(threads));
+            level = path;
+            omp_set_num_threads(threads);
+            check();
+        }
+    level = saved;
+}
+
 // The index of the first byte-different float of a and b, or −1.
 int64_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
     if (a.size() != b.size()) return 0;
@@ -425,16 +440,7 @@ TEST(KernelsBitwise, AttentionDecodeEqualsForward) {
                         << ", hd = " << c.hd;
             }
         };
-        SimdLevel& level = simd::simd_level();
-        const SimdLevel saved = level;
-        for (const auto& [path, name] : cpu_paths())
-            for (int threads : {1, 3}) {
-                SCOPED_TRACE(std::string(name) + ", threads " + std::to_string(threads));
-                level = path;
-                omp_set_num_threads(threads);
-                check();
-            }
-        level = saved;
+        on_every_path(check);
     }
 }
 
@@ -475,16 +481,7 @@ TEST(KernelsBitwise, AttentionTreeEqualsEachPathAlone) {
                     << "token " << t << " (depth " << n - 1 << "), G = " << c.nH / c.nKV << ", hd = " << c.hd;
             }
         };
-        SimdLevel& level = simd::simd_level();
-        const SimdLevel saved = level;
-        for (const auto& [path, name] : cpu_paths())
-            for (int threads : {1, 3}) {
-                SCOPED_TRACE(std::string(name) + ", threads " + std::to_string(threads));
-                level = path;
-                omp_set_num_threads(threads);
-                check();
-            }
-        level = saved;
+        on_every_path(check);
     }
     std::vector<float> x(4 * 64);
     const int32_t bad[] = {-1, 0, 2, 1};  // token 2's parent is itself
