@@ -43,7 +43,10 @@ int run_evaluate(const Args& args) {
         fail("refusing to overwrite ", metrics_path(run, set).string(), " (evaluate writes it once)");
     {
         // Generation: never gold/ (nor learn/ for the held-out set).
-        Study study = Study::open(o.config, o.run, o.model, "evaluate-generate", evaluation_generation_scope(set));
+        // On validation prompts the scope is learning's, plus this evaluation's own files in eval/.
+        const std::vector<fs::path> own =
+            set == EvalSet::validation ? evaluation_outputs(run, set) : std::vector<fs::path>{};
+        Study study = Study::open(o.config, o.run, o.model, "evaluate-generate", evaluation_generation_scope(set), own);
         for (const std::string& policy : evaluation_policies(run, set)) {
             const auto started = Clock::now();
             json g = evaluate_generate(study, set, policy);

@@ -72,7 +72,7 @@ static std::string first_config_difference(const json& config) {
 }
 
 Study Study::open(const json& config, const RunLayout& run, const std::optional<fs::path>& model_override,
-                  const std::string& stage, StageScope scope) {
+                  const std::string& stage, StageScope scope, const std::vector<fs::path>& own_outputs) {
     Study s;
     s.config = config;
     s.cfg = StudyConfig::parse(config);
@@ -93,6 +93,7 @@ Study Study::open(const json& config, const RunLayout& run, const std::optional<
         // Learning: its own folder too (a PPO with several switches: "ppo-whiten-k3"); evaluation: eval/.
         roots.push_back(scope == StageScope::learn ? s.run.stage(stage) : s.run.eval());
     }
+    roots.insert(roots.end(), own_outputs.begin(), own_outputs.end());
     s.reader_.emplace(stage, roots);
     // The model folder itself must not lead into held-out data (a symlink
     // into gold/, say): resolve it through the guard before loading.

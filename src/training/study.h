@@ -42,9 +42,11 @@ struct Study {
 
     // Loads the base named by the config (RUN/base for the tiny preset,
     // `model_override` — `--model DIR` — otherwise), checks the seed pin and
-    // the EOS/PAD ids, and builds the stage's guarded reader.
+    // the EOS/PAD ids, and builds the stage's guarded reader; `own_outputs`
+    // are files the stage writes and may read back (an evaluation on the
+    // validation prompts, whose outputs lie in eval/ beside the held-out ones).
     static Study open(const json& config, const RunLayout& run, const std::optional<fs::path>& model_override,
-                      const std::string& stage, StageScope scope);
+                      const std::string& stage, StageScope scope, const std::vector<fs::path>& own_outputs = {});
 
     const GuardedReader& reader() const { return *reader_; }
     const Tokenizer& tokenizer() const { return *tokenizer_; }

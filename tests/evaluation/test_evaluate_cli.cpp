@@ -176,6 +176,21 @@ TEST(CmdEvaluate, MicroRunEndToEnd) {
         if (std::string(name).rfind("validation-", 0) == 0) continue;  // made before the copy
         EXPECT_EQ(sha256_hex(text), sha256_file(copy / "eval" / name));
     }
+    // The validation check of trained policies (the sweeps' step): base, SFT
+    // and PPO, each reading back the judge's grammar scores the first wrote.
+    for (const auto& entry : fs::directory_iterator(copy / "eval"))
+        if (entry.path().filename().string().rfind("validation-", 0) == 0) fs::remove(entry.path());
+    Output val_trained = run_shell(bin + "evaluate --run '" + copy.string() +
+                                   "' --population validation --set limits.max_response=8"
+                                   " --set evaluation.exact_prompts=6");
+    ASSERT_EQ(val_trained.rc, 0) << val_trained.out;
+    const json vt = read_json_file(copy / "eval" / "validation-metrics.json");
+    for (const char* policy : {"base", "sft", "ppo"}) {
+        SCOPED_TRACE(policy);
+        EXPECT_EQ(vt.at(policy).at("validation").at("exact").at("rows"), 6);
+        EXPECT_TRUE(vt.at(policy).at("validation").at("exact").at("proxy_in_grammar").is_number());
+    }
+    EXPECT_TRUE(fs::exists(copy / "eval" / "validation-judge-grammar.json"));
     const json gen = read_json_file(run / "eval" / "sft-generations.json");
     EXPECT_EQ(gen.at("identity").at("readable_roots"),
               json::array({"corpus/eval", "corpus/manifest.json", "base", "sft", "reward", "ppo", "dpo", "rloo", "grpo",
