@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# The tiny preset's settings chosen on the validation prompts (issue 16,
-# item 7): SFT's epoch count, then PPO's learning rates, each scored by the
-# rubric (gold) and the frozen judge on the 180 validation prompts, over K
-# replicates (study.seed 0 … K−1, the seeds of the study's own replicates).
-# Test prompts and probes are never generated nor scored here.
+# The tiny preset's settings chosen on the validation prompts: SFT's settings,
+# then PPO's learning rates, each scored on the 180 validation prompts by the
+# exact expected rubric success under the policy (the 192 sentences of the
+# grammar, docs/numerics.md), with greedy success and the frozen judge's
+# score beside it, over K replicates (study.seed 0 … K−1, the seeds of the
+# study's own replicates). Test prompts and probes are never generated nor
+# scored here.
 #
 #   scripts/sweep_validation.sh OUT [--replicates K] [-- --set key=value …]
 #
 #   1. one corpus and base (OUT/study: prepare, pretrain), and per replicate
 #      one judge (reward, continuous): the judge does not depend on SFT;
-#   2. SFT for each epoch count of SFT_EPOCHS (default "2 4 8"), in OUT/sft-eE
-#      (a copy of the corpus, base and judges), then `evaluate --population
-#      validation` (base and SFT);
-#   3. the epoch count E* with the highest mean validation rubric success
-#      (ties: the higher judge score, then fewer epochs);
-#   4. PPO from E*'s SFT for each actor learning rate of ACTOR_LRS (default
-#      "1.25e-4 2.5e-4 5e-4"; the critic's is twice it, the seed's ratio), in
-#      OUT/ppo-lrX, then the same validation evaluation (base, SFT, PPO);
+#   2. SFT for each setting of SFT_SETTINGS (whitespace-separated; each a
+#      comma-separated list of key=value, e.g. "sft.lr=0.002,sft.accumulation=4";
+#      settings of the judge's own, such as lora.rank, are refused), in
+#      OUT/sft-<setting>, then `evaluate --population validation` (base and SFT);
+#   3. the setting S* with the highest mean exact validation success (ties:
+#      the higher judge score, then the first listed);
+#   4. PPO from S*'s SFT for each actor learning rate of ACTOR_LRS (the
+#      critic's is twice it, the seed's ratio), in OUT/ppo-lrX, then the same
+#      evaluation (base, SFT, PPO); ACTOR_LRS="" skips PPO;
 #   5. OUT/sweep.json and the table OUT/sweep.md (means over replicates, each
 #      replicate's value beside), with each step's wall time.
 # Arguments after `--` go to every command (e.g. CI-sized micro settings).
@@ -34,8 +37,15 @@ while [ $# -gt 0 ]; do
   esac
 done
 SETS=(--set replicates.count="$K" "$@")
-SFT_EPOCHS=${SFT_EPOCHS:-"2 4 8"}
-ACTOR_LRS=${ACTOR_LRS:-"1.25e-4 2.5e-4 5e-4"}
+SFT_SETTINGS=${SFT_SETTINGS:-"sft.lr=0.001,sft.accumulation=8 sft.lr=0.002,sft.accumulation=4"}
+ACTOR_LRS=${ACTOR_LRS-"1.25e-4 2.5e-4 5e-4"}
+for setting in $SFT_SETTINGS; do
+  case "$setting" in
+    *lora.*|*reward.*|*pretrain.*|*corpus.*|*model.*|*replicates.*)
+      echo "sweep_validation: SFT setting '$setting' changes the judge or the base, which the variants share" >&2
+      exit 2 ;;
+  esac
+done
 [ -x "$BIN" ] || { echo "sweep_validation: no ppolab binary at $BIN (scripts/build.sh)" >&2; exit 2; }
 [ -e "$OUT" ] && { echo "sweep_validation: $OUT exists; refusing to overwrite it" >&2; exit 2; }
 mkdir -p "$OUT"
@@ -70,14 +80,20 @@ for ((k = 0; k < K; k++)); do
   step "judge-$k" "$BIN" reward --run "$S" --replicate "$k" --mode continuous "${SETS[@]}"
 done
 
-for e in $SFT_EPOCHS; do
-  V=$OUT/sft-e$e
+# A setting's --set options and folder name.
+setting_sets() { local kv; for kv in ${1//,/ }; do printf -- '--set\n%s\n' "$kv"; done; }
+setting_name() { local n=${1//sft./}; n=${n//,/_}; echo "sft-${n//=/-}"; }
+SFT_VARIANTS=()
+for setting in $SFT_SETTINGS; do
+  name=$(setting_name "$setting")
+  mapfile -t SS < <(setting_sets "$setting")
+  V=$OUT/$name
   variant "$V" "$S" reward
   for ((k = 0; k < K; k++)); do
-    step "sft-e$e-$k" "$BIN" sft --run "$V" --replicate "$k" --mode continuous "${SETS[@]}" --set sft.epochs="$e"
-    step "sft-e$e-$k-validation" "$BIN" evaluate --run "$V" --replicate "$k" --population validation "${SETS[@]}" \
-      --set sft.epochs="$e"
+    step "$name-$k" "$BIN" sft --run "$V" --replicate "$k" --mode continuous "${SETS[@]}" "${SS[@]}"
+    step "$name-$k-validation" "$BIN" evaluate --run "$V" --replicate "$k" --population validation "${SETS[@]}" "${SS[@]}"
   done
+  SFT_VARIANTS+=("$name")
 done
 
 # metrics OUT VARIANT… : {variant: {policy: [per-replicate {success, judge, tokens}]}} as JSON on stdout
@@ -94,14 +110,16 @@ for v in variants:
             if policy not in m:
                 continue
             p = m[policy]["validation"]
-            per.setdefault(policy, []).append({"success": p["rubric_success_rate_all_outputs"],
+            per.setdefault(policy, []).append({"exact": p["exact"]["success"],
+                                               "in_grammar": p["exact"]["in_grammar"],
+                                               "success": p["rubric_success_rate_all_outputs"],
                                                "judge": p["mean_learned_reward"],
                                                "tokens": p["mean_response_tokens_eos_included"]})
     table[v] = per
 print(json.dumps(table))
 PY
 }
-# choose POLICY VARIANT…: the variant with the highest mean success (ties: judge, then the first listed)
+# choose POLICY VARIANT…: the variant with the highest mean exact success (ties: judge, then the first listed)
 choose() {
   local policy=$1
   shift
@@ -109,14 +127,14 @@ choose() {
 import json, sys
 t, policy = json.load(sys.stdin), sys.argv[1]
 mean = lambda v, key: sum(r[key] for r in t[v][policy]) / len(t[v][policy])
-best = max(t, key=lambda v: (round(mean(v, "success"), 9), round(mean(v, "judge"), 9), -list(t).index(v)))
+best = max(t, key=lambda v: (round(mean(v, "exact"), 9), round(mean(v, "judge"), 9), -list(t).index(v)))
 print(best)' "$policy"
 }
-SFT_VARIANTS=()
-for e in $SFT_EPOCHS; do SFT_VARIANTS+=("sft-e$e"); done
 BEST_SFT=$(choose sft "${SFT_VARIANTS[@]}")
-E=${BEST_SFT#sft-e}
-echo "== chosen on validation: sft.epochs=$E"
+echo "== chosen on validation: $BEST_SFT"
+BEST_SETTING=
+for setting in $SFT_SETTINGS; do [ "$(setting_name "$setting")" = "$BEST_SFT" ] && BEST_SETTING=$setting; done
+mapfile -t BS < <(setting_sets "$BEST_SETTING")
 
 PPO_VARIANTS=()
 for lr in $ACTOR_LRS; do
@@ -124,15 +142,18 @@ for lr in $ACTOR_LRS; do
   critic=$(python3 -c "print(repr(2 * float('$lr')))")
   variant "$V" "$OUT/$BEST_SFT" reward sft
   for ((k = 0; k < K; k++)); do
-    step "ppo-lr$lr-$k" "$BIN" ppo --run "$V" --replicate "$k" --mode continuous "${SETS[@]}" --set sft.epochs="$E" \
+    step "ppo-lr$lr-$k" "$BIN" ppo --run "$V" --replicate "$k" --mode continuous "${SETS[@]}" "${BS[@]}" \
       --set ppo.actor_lr="$lr" --set ppo.critic_lr="$critic"
     step "ppo-lr$lr-$k-validation" "$BIN" evaluate --run "$V" --replicate "$k" --population validation "${SETS[@]}" \
-      --set sft.epochs="$E" --set ppo.actor_lr="$lr" --set ppo.critic_lr="$critic"
+      "${BS[@]}" --set ppo.actor_lr="$lr" --set ppo.critic_lr="$critic"
   done
   PPO_VARIANTS+=("ppo-lr$lr")
 done
-BEST_PPO=$(choose ppo "${PPO_VARIANTS[@]}")
-echo "== chosen on validation: ppo.actor_lr=${BEST_PPO#ppo-lr}"
+BEST_PPO=none
+if [ ${#PPO_VARIANTS[@]} -gt 0 ]; then
+  BEST_PPO=$(choose ppo "${PPO_VARIANTS[@]}")
+  echo "== chosen on validation: ppo.actor_lr=${BEST_PPO#ppo-lr}"
+fi
 
 metrics "${SFT_VARIANTS[@]}" "${PPO_VARIANTS[@]}" >"$OUT/metrics.json"
 python3 - "$OUT" "$BEST_SFT" "$BEST_PPO" "$K" "${SETS[*]}" <<'PY'
@@ -140,18 +161,23 @@ import json, os, sys
 out, best_sft, best_ppo, K, sets = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 t = json.load(open(os.path.join(out, "metrics.json")))
 steps = dict(line.rstrip("\n").split("\t") for line in open(os.path.join(out, "steps.tsv")))
-def row(v, policy):
+def row(v, policy, label=None):
     rs = t[v][policy]
     n = len(rs)
+    x = [r["exact"] * 100 for r in rs]
+    g = [r["in_grammar"] * 100 for r in rs]
     s = [r["success"] * 100 for r in rs]
     j = [r["judge"] for r in rs]
     tok = [r["tokens"] for r in rs]
-    secs = sum(int(steps[f"{v}-{k}"]) for k in range(K))
-    return (f"| {v} | {policy} | {sum(s) / n:.1f} ({', '.join(f'{x:.1f}' for x in s)}) | "
-            f"{sum(j) / n:+.3f} ({', '.join(f'{x:+.3f}' for x in j)}) | {sum(tok) / n:.1f} | {secs} |")
+    secs = sum(int(steps[f"{v}-{k}"]) for k in range(K)) if label is None else "-"
+    each = lambda xs, f: f"({', '.join(format(x, f) for x in xs)})"
+    return (f"| {label or v} | {policy} | {sum(x) / n:.1f} {each(x, '.1f')} | {sum(g) / n:.1f} | "
+            f"{sum(s) / n:.1f} {each(s, '.1f')} | {sum(j) / n:+.3f} {each(j, '+.3f')} | {sum(tok) / n:.1f} | {secs} |")
 lines = [f"Validation prompts only (180), {K} replicates (study.seed 0…{K - 1}); command options: `{sets}`.", "",
-         "| setting | policy | rubric success % (per replicate) | judge score (per replicate) | tokens | train s |",
-         "|---|---|---|---|---|---|"]
+         "| setting | policy | exact expected success % (per replicate) | in grammar % | greedy success % "
+         "(per replicate) | judge score (per replicate) | tokens | train s |",
+         "|---|---|---|---|---|---|---|---|"]
+lines.append(row(next(iter(t)), "base", "(the base)"))
 for v in t:
     lines.append(row(v, "sft" if v.startswith("sft-") else "ppo"))
 lines += ["", f"Chosen: {best_sft} (SFT), {best_ppo} (PPO, critic lr = 2 × actor lr)."]
