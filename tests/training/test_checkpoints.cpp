@@ -209,7 +209,7 @@ TEST(FaultHooks, KillInCheckpointCountsTheStagesWrites) {
 TEST(CheckpointConfig, FrequenciesAreNotPartOfTheConfigIdentity) {
     const json a = effective_config("tiny", {}, {});
     const json b = effective_config("tiny", {}, {"checkpoint.every_updates=3", "checkpoint.every_iterations=0"});
-    const json c = effective_config("tiny", {}, {"sft.lr=0.002"});
+    const json c = effective_config("tiny", {}, {"sft.lr=0.003"});
     EXPECT_EQ(config_sha256(a), config_sha256(b));
     EXPECT_NE(config_sha256(a), config_sha256(c));
     for (const char* preset : {"tiny", "seed", "generic"})
