@@ -84,8 +84,10 @@ done
 setting_sets() { local kv; for kv in ${1//,/ }; do printf -- '--set\n%s\n' "$kv"; done; }
 setting_name() { local n=${1//sft./}; n=${n//,/_}; echo "sft-${n//=/-}"; }
 SFT_VARIANTS=()
+declare -A SETTING_OF  # folder name → its setting
 for setting in $SFT_SETTINGS; do
   name=$(setting_name "$setting")
+  SETTING_OF[$name]=$setting
   mapfile -t SS < <(setting_sets "$setting")
   V=$OUT/$name
   variant "$V" "$S" reward
@@ -132,9 +134,7 @@ print(best)' "$policy"
 }
 BEST_SFT=$(choose sft "${SFT_VARIANTS[@]}")
 echo "== chosen on validation: $BEST_SFT"
-BEST_SETTING=
-for setting in $SFT_SETTINGS; do [ "$(setting_name "$setting")" = "$BEST_SFT" ] && BEST_SETTING=$setting; done
-mapfile -t BS < <(setting_sets "$BEST_SETTING")
+mapfile -t BS < <(setting_sets "${SETTING_OF[$BEST_SFT]}")
 
 PPO_VARIANTS=()
 for lr in $ACTOR_LRS; do
